@@ -1,0 +1,57 @@
+/* ms_tensor.h — dtypes, tensor views and dtype conversion.
+ *
+ * A tensor is a view: it never owns memory. Data is dense row-major; shape[0]
+ * is the slowest axis. Views into mmap'd safetensors stay valid while the file
+ * stays open.
+ */
+#ifndef MS_TENSOR_H
+#define MS_TENSOR_H
+
+#include "ms_common.h"
+
+typedef enum {
+    MS_DTYPE_F32 = 0,
+    MS_DTYPE_F16,
+    MS_DTYPE_BF16,
+    MS_DTYPE_I32,
+    MS_DTYPE_I64,
+    MS_DTYPE_U8,
+    MS_DTYPE_COUNT
+} ms_dtype;
+
+#define MS_TENSOR_MAX_DIMS 4
+
+typedef struct {
+    void *data;
+    ms_dtype dtype;
+    int ndim;
+    int64_t shape[MS_TENSOR_MAX_DIMS];
+} ms_tensor;
+
+size_t ms_dtype_size(ms_dtype t);
+const char *ms_dtype_name(ms_dtype t); /* "F32", "F16", "BF16", ... (safetensors spelling) */
+/* Parse a safetensors dtype name; false if unknown. */
+bool ms_dtype_parse(const char *name, ms_dtype *out);
+
+int64_t ms_tensor_nelem(const ms_tensor *t);
+size_t ms_tensor_nbytes(const ms_tensor *t);
+/* Make a view. ndim ≤ MS_TENSOR_MAX_DIMS. */
+ms_tensor ms_tensor_view(void *data, ms_dtype dtype, int ndim, const int64_t *shape);
+/* True if t has exactly this shape (ndim and every extent). */
+bool ms_tensor_has_shape(const ms_tensor *t, int ndim, const int64_t *shape);
+/* "[4096, 128256]" into buf. */
+const char *ms_tensor_shape_str(const ms_tensor *t, char *buf, size_t cap);
+
+/* Scalar conversions. f32→f16/bf16 round to nearest even; NaN stays NaN. */
+float ms_f16_to_f32(uint16_t h);
+uint16_t ms_f32_to_f16(float f);
+float ms_bf16_to_f32(uint16_t b);
+uint16_t ms_f32_to_bf16(float f);
+
+/* Convert n floating elements (F32/F16/BF16) of `src` to f32. Other dtypes
+ * are a programmer error. */
+void ms_convert_to_f32(float *dst, const void *src, ms_dtype src_dtype, int64_t n);
+/* Convert n f32 values to F32/F16/BF16 storage. */
+void ms_convert_from_f32(void *dst, ms_dtype dst_dtype, const float *src, int64_t n);
+
+#endif

@@ -1,0 +1,2 @@
+/* placeholder */
+#include "ms_kernels.h"

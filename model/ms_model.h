@@ -1,0 +1,60 @@
+/* ms_model.h — the model runtime used by both nodes (and the generate CLI).
+ *
+ * A decoder-only transformer (Llama / Qwen2 / Qwen3) loaded from a Hugging Face
+ * directory. The KV cache and every activation buffer are sized at load time
+ * (max_ctx rows, max_batch rows per forward); nothing is allocated per token.
+ *
+ * KV discipline: `len` rows are committed. ms_model_forward writes the batch
+ * at rows [len, len + n) and advances len by n. A speculative caller then
+ * either keeps them, truncates (ms_model_truncate) or keeps a path of them
+ * (ms_model_compact: rows base + rows[k] → base + k).
+ */
+#ifndef MS_MODEL_H
+#define MS_MODEL_H
+
+#include "ms_hfconfig.h"
+#include "ms_kernels.h"
+
+typedef struct ms_model ms_model;
+
+typedef struct {
+    int64_t max_ctx;   /* KV rows; 0 → min(max_position_embeddings, 4096) */
+    int64_t max_batch; /* rows per forward; 0 → 256 */
+    int64_t n_layers;  /* 0 → all; N → the first N layers only (layerskip) */
+} ms_model_opts;
+
+typedef enum {
+    MS_LOGITS_NONE = 0, /* no logits (e.g. prefill chunks before the last) */
+    MS_LOGITS_LAST,     /* logits of the last row only: [1, V] */
+    MS_LOGITS_ALL,      /* logits of every row: [n, V] */
+} ms_logits_mode;
+
+ms_status ms_model_load(const char *dir, const ms_model_opts *opts, ms_model **out);
+void ms_model_free(ms_model **m);
+
+const ms_hfconfig *ms_model_config(const ms_model *m);
+int64_t ms_model_vocab(const ms_model *m);
+int64_t ms_model_len(const ms_model *m);
+int64_t ms_model_max_ctx(const ms_model *m);
+int64_t ms_model_max_batch(const ms_model *m);
+
+/* Forward n ≤ max_batch tokens at KV rows [len, len + n); len += n.
+ * pos: NULL → len + i; mask: NULL → causal inside the batch, else (n ≤ 64)
+ * mask[i] bit j = row i sees batch row j; committed rows are always visible.
+ * logits: [1 or n, V] as `mode` says (may be NULL with MS_LOGITS_NONE).
+ * Fails with MS_ERR_RANGE (nothing written) if the cache would overflow. */
+ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const int32_t *pos,
+                           const uint64_t *mask, ms_logits_mode mode, float *logits);
+/* Prefill any number of tokens in max_batch chunks; logits of the last row
+ * into last_logits [V] (may be NULL). */
+ms_status ms_model_prefill(ms_model *m, const int32_t *tokens, int64_t n, float *last_logits);
+/* Final-norm hidden states of the last forward's rows: [n, d] (f32). */
+const float *ms_model_hidden(const ms_model *m);
+
+ms_status ms_model_truncate(ms_model *m, int64_t len);
+/* Keep rows base + rows[k] at base + k for k < n (rows strictly increasing,
+ * rows[k] ≥ k, base + rows[n-1] < len); len = base + n. */
+ms_status ms_model_compact(ms_model *m, int64_t base, const int64_t *rows, int64_t n);
+void ms_model_reset(ms_model *m); /* len = 0 */
+
+#endif

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs, by Debian package name, everything the build and the tests need.
+# Idempotent: packages already present are not touched, and apt is only
+# called when something is missing. Needs root (or sudo) when it installs.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git ca-certificates
+  clang libclang-rt-14-dev          # libFuzzer + sanitizers for the fuzz targets
+  libzmq3-dev                       # node link (ZeroMQ)
+  libmsgpack-dev                    # protocol messages (msgpack-c)
+  libconfig-dev                     # cluster configuration files
+  libjansson-dev                    # config.json, tokenizer.json, HTTP bodies
+  libpcre2-dev                      # tokenizer pre-split regex
+  libopenblas-dev                   # CPU GEMM
+  libmicrohttpd-dev                 # HTTP API on the target node
+  python3                           # test helpers and report scripts
+  curl iproute2                     # integration tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present" >&2
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
