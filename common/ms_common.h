@@ -13,6 +13,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+#define MS_NORETURN [[noreturn]]
+extern "C" {
+#else
+#define MS_NORETURN _Noreturn
+#ifdef __cplusplus
+}
+#endif
+
+#endif
+
 typedef int ms_status;
 
 enum {
@@ -75,7 +86,7 @@ void ms_log_msg(ms_log_level level, const char *file, int line, const char *fmt,
     do {                                                                        \
         if (!(cond)) ms_assert_fail(__FILE__, __LINE__, #cond);                 \
     } while (0)
-_Noreturn void ms_assert_fail(const char *file, int line, const char *cond);
+MS_NORETURN void ms_assert_fail(const char *file, int line, const char *cond);
 
 /* Allocation that logs on failure. Sizes are size_t; use ms_mul_size to
  * multiply counts safely (returns false on overflow). */
@@ -118,5 +129,9 @@ void ms_rng_seed(ms_rng *r, uint64_t seed);
 uint64_t ms_rng_u64(ms_rng *r);
 double ms_rng_uniform(ms_rng *r); /* [0, 1) with 53 random bits */
 float ms_rng_normal(ms_rng *r);   /* standard normal (Box-Muller) */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
