@@ -18,10 +18,6 @@
 extern "C" {
 #else
 #define MS_NORETURN _Noreturn
-#ifdef __cplusplus
-}
-#endif
-
 #endif
 
 typedef int ms_status;
