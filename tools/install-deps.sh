@@ -12,6 +12,7 @@ packages=(
   libconfig-dev                     # cluster configuration files
   libjansson-dev                    # config.json, tokenizer.json, HTTP bodies
   libpcre2-dev                      # tokenizer pre-split regex
+  libutf8proc-dev                   # tokenizer NFC normalizer (Qwen)
   libopenblas-dev                   # CPU GEMM
   libmicrohttpd-dev                 # HTTP API on the target node
   python3                           # test helpers and report scripts

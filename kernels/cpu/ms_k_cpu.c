@@ -1,2 +1,156 @@
-/* placeholder */
+/* ms_k_cpu.c — the C reference for every op in the table (f32 activations).
+ *
+ * These loops are the specification the CUDA twins are tested against, so
+ * they stay plain: one output element's arithmetic is readable in one place.
+ * GEMM goes through OpenBLAS (single thread by default: at batch 1 the
+ * matrices are small and thread hand-off costs more than it saves).
+ */
 #include "ms_kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+void ms_k_cpu_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+
+/* y[n,m] = x[n,k] · W[m,k]ᵀ (+ b). */
+static void cpu_linear(void *ctx, void *yv, const void *xv, const void *wv, const void *bv, int64_t n, int64_t k,
+                       int64_t m) {
+    float *y = yv;
+    const float *x = xv, *w = wv, *b = bv;
+    if (n == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)m, (blasint)k, 1.0f, w, (blasint)k, x, 1, 0.0f, y, 1);
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)n, (blasint)m, (blasint)k, 1.0f, x,
+                    (blasint)k, w, (blasint)k, 0.0f, y, (blasint)m);
+    }
+    if (b) {
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < m; j++) y[i * m + j] += b[j];
+    }
+}
+
+/* y = x / sqrt(mean(x²) + eps) · w, per row of d. */
+static void cpu_rmsnorm(void *ctx, void *yv, const void *xv, const void *wv, int64_t n, int64_t d, float eps) {
+    float *y = yv;
+    const float *x = xv, *w = wv;
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * d;
+        float *yr = y + r * d;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < d; i++) ss += xr[i] * xr[i];
+        float s = 1.0f / sqrtf(ss / (float)d + eps);
+        for (int64_t i = 0; i < d; i++) yr[i] = w[i] * (s * xr[i]);
+    }
+}
+
+static void cpu_add(void *ctx, void *yv, const void *xv, int64_t n) {
+    float *y = yv;
+    const float *x = xv;
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* Rotate-half RoPE: pairs (i, i + hd/2) of each head, angle pos·inv_freq[i]. */
+static void cpu_rope(void *ctx, void *xv, int64_t n, int64_t n_heads, int64_t hd, const int32_t *pos,
+                     const ms_k_rope *t) {
+    float *x = xv;
+    int64_t half = hd / 2;
+    MS_ASSERT(t->half == half);
+    for (int64_t r = 0; r < n; r++) {
+        MS_ASSERT(pos[r] >= 0 && pos[r] < t->max_pos);
+        const float *c = t->cos + (int64_t)pos[r] * half;
+        const float *s = t->sin + (int64_t)pos[r] * half;
+        for (int64_t h = 0; h < n_heads; h++) {
+            float *v = x + (r * n_heads + h) * hd;
+            for (int64_t i = 0; i < half; i++) {
+                float a = v[i], b = v[i + half];
+                v[i] = a * c[i] - b * s[i];
+                v[i + half] = a * s[i] + b * c[i];
+            }
+        }
+    }
+}
+
+/* Causal / tree-masked GQA attention over a KV cache (see ms_k_attn_shape). */
+static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv, const void *vcv,
+                          const ms_k_attn_shape *s, const uint64_t *mask, float *att) {
+    float *out = outv;
+    const float *q = qv, *kc = kcv, *vc = vcv;
+    const int64_t hd = s->head_dim, kv_dim = s->n_kv_heads * hd, group = s->n_heads / s->n_kv_heads;
+    MS_ASSERT(s->n_heads % s->n_kv_heads == 0);
+    MS_ASSERT(!mask || s->n_q <= 64);
+    for (int64_t i = 0; i < s->n_q; i++) {
+        const int64_t n_rows = s->ctx + s->n_q; /* rows [0, n_rows) are candidates */
+        for (int64_t h = 0; h < s->n_heads; h++) {
+            const float *qh = q + (i * s->n_heads + h) * hd;
+            const int64_t kvh = h / group;
+            float mx = -INFINITY;
+            for (int64_t t = 0; t < n_rows; t++) {
+                int64_t j = t - s->ctx; /* batch row, or < 0 for committed rows */
+                bool visible = j < 0 || (mask ? ((mask[i] >> j) & 1u) != 0 : j <= i);
+                if (!visible) {
+                    att[t] = -INFINITY;
+                    continue;
+                }
+                const float *kt = kc + t * kv_dim + kvh * hd;
+                float dot = 0.0f;
+                for (int64_t e = 0; e < hd; e++) dot += qh[e] * kt[e];
+                att[t] = dot * s->scale;
+                if (att[t] > mx) mx = att[t];
+            }
+            float sum = 0.0f;
+            for (int64_t t = 0; t < n_rows; t++) {
+                float e = att[t] == -INFINITY ? 0.0f : expf(att[t] - mx);
+                att[t] = e;
+                sum += e;
+            }
+            float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+            float *oh = out + (i * s->n_heads + h) * hd;
+            memset(oh, 0, (size_t)hd * sizeof *oh);
+            for (int64_t t = 0; t < n_rows; t++) {
+                if (att[t] == 0.0f) continue;
+                float p = att[t] * inv;
+                const float *vt = vc + t * kv_dim + kvh * hd;
+                for (int64_t e = 0; e < hd; e++) oh[e] += p * vt[e];
+            }
+        }
+    }
+}
+
+static void cpu_silu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {
+    float *y = yv;
+    const float *g = gv, *u = uv;
+    for (int64_t i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void cpu_embed(void *ctx, void *yv, const void *table, ms_dtype table_dtype, const int32_t *ids, int64_t n,
+                      int64_t d) {
+    float *y = yv;
+    size_t row_bytes = (size_t)d * ms_dtype_size(table_dtype);
+    for (int64_t i = 0; i < n; i++)
+        ms_convert_to_f32(y + i * d, (const char *)table + (size_t)ids[i] * row_bytes, table_dtype, d);
+}
+
+static void cpu_move_rows(void *ctx, void *cache, int64_t row_elems, const int64_t *src, const int64_t *dst,
+                          int64_t n) {
+    float *c = cache;
+    for (int64_t i = 0; i < n; i++)
+        if (src[i] != dst[i]) memmove(c + dst[i] * row_elems, c + src[i] * row_elems, (size_t)row_elems * 4);
+}
+
+static const ms_k_ops cpu_ops = {
+    .name = "cpu-f32",
+    .act = MS_DTYPE_F32,
+    .weight = MS_DTYPE_F32,
+    .ctx = NULL,
+    .linear = cpu_linear,
+    .rmsnorm = cpu_rmsnorm,
+    .add = cpu_add,
+    .rope = cpu_rope,
+    .attention = cpu_attention,
+    .silu_glu = cpu_silu_glu,
+    .embed = cpu_embed,
+    .move_rows = cpu_move_rows,
+};
+
+const ms_k_ops *ms_k_cpu_ops(void) { return &cpu_ops; }
