@@ -533,17 +533,17 @@ static ms_status write_all(int fd, const void *p, size_t n, const char *path) {
     return MS_OK;
 }
 
-static int cmp_idx_name(const void *a, const void *b, void *names) {
-    (void)names;
-    return 0;
-}
-
 /* Names must be distinct: checked on a sorted copy. */
 static ms_status check_names(int64_t n, const char *const *names, const char *path) {
-    (void)cmp_idx_name;
     const char **v = ms_malloc((size_t)(n ? n : 1) * sizeof *v);
     if (!v) return MS_ERR_NOMEM;
-    for (int64_t i = 0; i < n; i++) v[i] = names[i];
+    for (int64_t i = 0; i < n; i++) {
+        if (!names[i]) {
+            free(v);
+            MS_FAIL(MS_ERR_INVALID, "%s: tensor %lld has no name", path, (long long)i);
+        }
+        v[i] = names[i];
+    }
     qsort(v, (size_t)n, sizeof *v, cmp_str);
     ms_status st = MS_OK;
     for (int64_t i = 1; i < n; i++) {
@@ -568,8 +568,15 @@ static ms_status build_header(const char *path, int64_t n, const char *const *na
     if (n_meta > 0) {
         json_t *meta = json_object();
         json_object_set_new(root, "__metadata__", meta);
-        for (int64_t i = 0; i < n_meta; i++)
-            json_object_set_new(meta, meta_kv[2 * i], json_string(meta_kv[2 * i + 1]));
+        for (int64_t i = 0; i < n_meta; i++) {
+            const char *k = meta_kv[2 * i], *v = meta_kv[2 * i + 1];
+            if (!k || !v || json_object_set_new(meta, k, json_string(v)) != 0) {
+                ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s: metadata %lld is not a pair of UTF-8 strings",
+                           path, (long long)i);
+                st = MS_ERR_INVALID;
+                goto fail;
+            }
+        }
     }
     size_t off = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -605,7 +612,11 @@ static ms_status build_header(const char *path, int64_t n, const char *const *na
         json_array_append_new(offs, json_integer((json_int_t)off));
         json_array_append_new(offs, json_integer((json_int_t)(off + nbytes)));
         json_object_set_new(e, "data_offsets", offs);
-        json_object_set_new(root, names[i], e);
+        if (json_object_set_new(root, names[i], e) != 0) {
+            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s: tensor name '%s' is not valid UTF-8", path, names[i]);
+            st = MS_ERR_INVALID;
+            goto fail;
+        }
         off += nbytes;
     }
     char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, then
+#   1. a gcc build (CUDA compiled whenever nvcc is found) and every test;
+#   2. a clang build with AddressSanitizer + UndefinedBehaviorSanitizer and
+#      libFuzzer, running every CPU test again plus each fuzz target for a
+#      bounded time.
+# MS_WERROR=ON (set by CI) turns warnings into errors.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+werror=${MS_WERROR:-OFF}
+jobs=$(nproc)
+
+bash tools/install-deps.sh
+
+echo "== test.sh: release build (gcc, CUDA AUTO) ==" >&2
+cmake -S . -B build/test-release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMS_WERROR="$werror" >/dev/null
+cmake --build build/test-release -j"$jobs"
+ctest --test-dir build/test-release --output-on-failure -j"$jobs"
+
+echo "== test.sh: sanitizer + fuzz build (clang, ASan + UBSan) ==" >&2
+CC=clang cmake -S . -B build/test-asan -DCMAKE_BUILD_TYPE=Debug -DMS_SANITIZE=ON -DMS_FUZZ=ON -DMS_CUDA=OFF \
+  -DMS_WERROR="$werror" >/dev/null
+cmake --build build/test-asan -j"$jobs"
+# The fuzz targets are built with libFuzzer's own ASan runtime; leak checks on
+# for everything.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/test-asan --output-on-failure -j"$jobs"
