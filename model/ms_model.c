@@ -19,7 +19,7 @@
 #include "ms_safetensors.h"
 
 typedef struct {
-    const float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm;
+    const float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm;
     const float *ffn_norm, *w_gate, *w_up, *w_down;
 } layer_w;
 
@@ -114,6 +114,9 @@ static ms_status load_weights(ms_model *m) {
             LW(bq, "self_attn.q_proj.bias", 1, m->q_dim, 0);
             LW(bk, "self_attn.k_proj.bias", 1, m->kv_dim, 0);
             LW(bv, "self_attn.v_proj.bias", 1, m->kv_dim, 0);
+            /* transformers: Llama and Qwen3 give o_proj a bias with attention_bias;
+             * Qwen2 has q/k/v biases only. */
+            if (m->cfg.arch != MS_ARCH_QWEN2) LW(bo, "self_attn.o_proj.bias", 1, m->d, 0);
         }
         if (m->cfg.qk_norm) {
             LW(q_norm, "self_attn.q_norm.weight", 1, m->hd, 0);
@@ -296,7 +299,7 @@ ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const 
         k->rope(c, m->q, n, m->n_heads, m->hd, m->pos, &m->rope);
         k->rope(c, kn, n, m->n_kv, m->hd, m->pos, &m->rope);
         k->attention(c, m->att, m->q, kc, vc, &shape, mask, m->scores);
-        k->linear(c, m->xb, m->att, w->wo, NULL, n, m->q_dim, d);
+        k->linear(c, m->xb, m->att, w->wo, w->bo, n, m->q_dim, d);
         k->add(c, m->x, m->xb, n * d);
 
         k->rmsnorm(c, m->xb, m->x, w->ffn_norm, n, d, eps);

@@ -17,6 +17,7 @@
 #include "ms_safetensors.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <spawn.h>
@@ -400,21 +401,27 @@ int ref_run_tool(const char *tool, const char *dir, const char *args) {
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + (WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
 }
 
-ms_status ref_copy_perturbed(const char *src, const char *dst, const char *name, int64_t index, double delta) {
+ms_status ref_copy_model(const char *src, const char *dst, const char *name, int64_t index, double delta,
+                         int64_t n_extra, const char *const *extra_names, const ms_tensor *extra) {
     ms_st_model *w = NULL;
     MS_TRY(ms_st_open_dir(src, &w));
-    int64_t n = ms_st_count(w);
+    int64_t n_src = ms_st_count(w), n = n_src + n_extra;
     const char **names = ms_calloc((size_t)n, sizeof *names);
     ms_tensor *ts = ms_calloc((size_t)n, sizeof *ts);
     void **bufs = ms_calloc((size_t)n, sizeof *bufs);
     ms_status st = MS_ERR_NOMEM;
-    bool found = false;
+    bool found = name == NULL;
     char *cfg_src = ms_path_join(src, "config.json"), *cfg_dst = ms_path_join(dst, "config.json");
     char *st_dst = ms_path_join(dst, "model.safetensors");
     char *cfg = NULL;
     size_t cfg_len = 0;
     if (!names || !ts || !bufs || !cfg_src || !cfg_dst || !st_dst) goto done;
-    for (int64_t i = 0; i < n; i++) {
+    if (mkdir(dst, 0755) != 0 && errno != EEXIST) {
+        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s: cannot create: %s", dst, strerror(errno));
+        st = MS_ERR_IO;
+        goto done;
+    }
+    for (int64_t i = 0; i < n_src; i++) {
         names[i] = ms_st_name(w, i);
         MS_TRY_GOTO(st, ms_st_get(w, names[i], &ts[i]), done);
         size_t nb = ms_tensor_nbytes(&ts[i]);
@@ -425,7 +432,7 @@ ms_status ref_copy_perturbed(const char *src, const char *dst, const char *name,
         }
         memcpy(bufs[i], ts[i].data, nb);
         ts[i].data = bufs[i];
-        if (!strcmp(names[i], name)) {
+        if (name && !strcmp(names[i], name)) {
             if (index < 0 || index >= ms_tensor_nelem(&ts[i])) {
                 st = MS_ERR_RANGE;
                 goto done;
@@ -439,6 +446,10 @@ ms_status ref_copy_perturbed(const char *src, const char *dst, const char *name,
             found = true;
         }
     }
+    for (int64_t i = 0; i < n_extra; i++) {
+        names[n_src + i] = extra_names[i];
+        ts[n_src + i] = extra[i];
+    }
     if (!found) {
         st = MS_ERR_NOT_FOUND;
         goto done;
@@ -449,7 +460,7 @@ ms_status ref_copy_perturbed(const char *src, const char *dst, const char *name,
     st = MS_OK;
 done:
     if (bufs)
-        for (int64_t i = 0; i < n; i++) free(bufs[i]);
+        for (int64_t i = 0; i < n_src; i++) free(bufs[i]);
     free(bufs);
     free(ts);
     free(names);
@@ -461,11 +472,16 @@ done:
     return st;
 }
 
+ms_status ref_copy_perturbed(const char *src, const char *dst, const char *name, int64_t index, double delta) {
+    return ref_copy_model(src, dst, name, index, delta, 0, NULL, NULL);
+}
+
 double ref_max_abs_diff(const float *a, const double *b, int64_t n) {
     double m = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double e = fabs((double)a[i] - b[i]);
-        if (!(e <= m)) m = e; /* NaN propagates as a failure */
+        if (isnan(e)) return INFINITY; /* a NaN is a failure, never a pass */
+        if (e > m) m = e;
     }
     return m;
 }
@@ -475,4 +491,53 @@ double ref_max_abs(const double *b, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         if (fabs(b[i]) > m) m = fabs(b[i]);
     return m;
+}
+
+double ref_logits_err(const float *a, const double *b, int64_t n) {
+    return ref_max_abs_diff(a, b, n) / fmax(1.0, ref_max_abs(b, n));
+}
+
+double ref_logits_err_f(const float *a, const float *b, int64_t n) {
+    double m = 0.0, s = 1.0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]);
+        if (isnan(e)) return INFINITY;
+        if (e > m) m = e;
+        if (fabs((double)b[i]) > s) s = fabs((double)b[i]);
+    }
+    return m / s;
+}
+
+ms_status ref_make_model(const char *root, const char *name, const char *args, char *dir, size_t cap) {
+#ifdef REF_MKMODEL
+    const char *tool = REF_MKMODEL;
+#else
+    const char *tool = "microspec-mkmodel";
+#endif
+    if ((size_t)snprintf(dir, cap, "%s/%s", root, name) >= cap) MS_FAIL(MS_ERR_RANGE, "path too long");
+    if (access(tool, X_OK) != 0) MS_FAIL(MS_ERR_NOT_FOUND, "%s: not built", tool);
+    int rc = ref_run_tool(tool, dir, args);
+    if (rc != 0) MS_FAIL(MS_ERR_IO, "%s --out %s %s: exit status %d", tool, dir, args, rc);
+    return MS_OK;
+}
+
+ms_status ref_set_rope_llama3(const char *dir, double factor, double low, double high, int64_t original_max) {
+    char *path = ms_path_join(dir, "config.json");
+    if (!path) return MS_ERR_NOMEM;
+    ms_hfconfig c;
+    ms_status st = ms_hfcfg_load(path, &c);
+    if (st == MS_OK) {
+        c.rope_scaling.type = factor > 0 ? MS_ROPE_LLAMA3 : MS_ROPE_DEFAULT;
+        c.rope_scaling.factor = factor;
+        c.rope_scaling.low_freq_factor = low;
+        c.rope_scaling.high_freq_factor = high;
+        c.rope_scaling.original_max_position_embeddings = original_max;
+        st = ms_hfcfg_write(path, &c);
+    }
+    free(path);
+    return st;
+}
+
+void ref_random_tokens(ms_rng *r, int32_t *tokens, int64_t n, int64_t vocab) {
+    for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)(ms_rng_u64(r) % (uint64_t)vocab);
 }

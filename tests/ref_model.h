@@ -50,9 +50,32 @@ int ref_run_tool(const char *tool, const char *dir, const char *args);
  * model.safetensors, with element `index` of tensor `name` increased by delta
  * (in the tensor's own dtype). */
 ms_status ref_copy_perturbed(const char *src, const char *dst, const char *name, int64_t index, double delta);
+/* The general form: name may be NULL (no perturbation); n_extra tensors
+ * (names and views, not copied) are added to the written file. */
+ms_status ref_copy_model(const char *src, const char *dst, const char *name, int64_t index, double delta,
+                         int64_t n_extra, const char *const *extra_names, const ms_tensor *extra);
 
-/* max_i |a[i] - b[i]| and max_i |b[i]|. */
+/* max_i |a[i] - b[i]| and max_i |b[i]| (a NaN difference reads as +inf). */
 double ref_max_abs_diff(const float *a, const double *b, int64_t n);
 double ref_max_abs(const double *b, int64_t n);
+/* The logits comparator: max|a - b| / max(1, max|b|). */
+double ref_logits_err(const float *a, const double *b, int64_t n);
+/* Same for two f32 rows (engine vs engine). */
+double ref_logits_err_f(const float *a, const float *b, int64_t n);
+
+/* The test model maker, built with the tools (MS_BUILD_DIR is defined for
+ * every test target). */
+#ifdef MS_BUILD_DIR
+#define REF_MKMODEL MS_BUILD_DIR "/tools/microspec-mkmodel"
+#endif
+
+/* Make a test model: REF_MKMODEL --out root/name <args>; the folder into
+ * dir[cap]. Logs and fails when the tool is missing or exits non-zero. */
+ms_status ref_make_model(const char *root, const char *name, const char *args, char *dir, size_t cap);
+/* Rewrite dir/config.json with llama3 RoPE scaling (factor, low, high,
+ * original max) or, with factor 0, no scaling (ms_hfcfg_load/ms_hfcfg_write). */
+ms_status ref_set_rope_llama3(const char *dir, double factor, double low, double high, int64_t original_max);
+/* n random tokens in [0, vocab). */
+void ref_random_tokens(ms_rng *r, int32_t *tokens, int64_t n, int64_t vocab);
 
 #endif

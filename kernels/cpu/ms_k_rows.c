@@ -92,10 +92,12 @@ void ms_k_log_softmax(float *y, const float *x, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[i] = -logf((float)n);
         return;
     }
+    /* Subtract max and log-sum in double: rounding lse = mx + log(sum) to
+     * f32 at the logits' magnitude would cost ulp(|mx|)/2 on every output. */
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - mx);
-    float lse = mx + (float)log(sum);
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] - lse;
+    double ls = log(sum);
+    for (int64_t i = 0; i < n; i++) y[i] = (float)(((double)x[i] - mx) - ls);
 }
 
 int32_t ms_k_argmax(const float *x, int64_t n) {
