@@ -36,9 +36,13 @@ void ms_k_rope_inv_freq(double *inv_freq, int64_t head_dim, const ms_k_rope_para
 
 /* Attention shapes. The KV cache of one layer holds rows [0, max_ctx) of
  * n_kv_heads·hd values each, for K and V separately. A call attends n_q query
- * rows that sit at cache rows [ctx, ctx + n_q): every query sees rows [0, ctx);
- * inside the batch, query i sees batch row j iff (mask ? mask[i] >> j & 1 : j ≤ i).
- * With a mask, n_q ≤ 64 (tree attention over the last ≤ 64 rows). */
+ * rows that sit at cache rows [ctx, ctx + n_q).
+ * Without a mask: query i sees rows [0, ctx + i] (causal).
+ * With a mask (tree attention over the last ≤ 64 rows): the masked region is
+ * rows [b, ctx + n_q) with b = ctx − mask_back; query i sees every row < b and
+ * row b + j of the region iff mask[i] >> j & 1; mask_back + n_q ≤ 64. A draft
+ * tree drafted level by level uses mask_back so a node sees its ancestors among
+ * rows written by earlier passes; a one-shot verify uses mask_back = 0. */
 typedef struct {
     int64_t n_q;        /* query rows */
     int64_t ctx;        /* committed rows before the batch */
@@ -46,6 +50,7 @@ typedef struct {
     int64_t n_kv_heads; /* GQA: query head h uses kv head h / (n_heads / n_kv_heads) */
     int64_t head_dim;
     float scale;        /* usually 1/sqrt(hd) */
+    int64_t mask_back;  /* masked rows before the batch (0: the mask covers the batch only) */
 } ms_k_attn_shape;
 
 typedef struct ms_k_ops ms_k_ops;

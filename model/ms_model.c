@@ -251,9 +251,18 @@ void ms_model_reset(ms_model *m) { m->len = 0; }
 
 ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const int32_t *pos, const uint64_t *mask,
                            ms_logits_mode mode, float *logits) {
+    return ms_model_forward_masked(m, tokens, n, pos, mask, 0, mode, logits);
+}
+
+const float *ms_model_lm_head(const ms_model *m) { return m->lm_head; }
+
+ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n, const int32_t *pos,
+                                  const uint64_t *mask, int64_t mask_back, ms_logits_mode mode, float *logits) {
     if (n <= 0 || n > m->max_batch)
         MS_FAIL(MS_ERR_RANGE, "forward of %lld rows (1..%lld allowed)", (long long)n, (long long)m->max_batch);
-    if (mask && n > 64) MS_FAIL(MS_ERR_RANGE, "tree forward of %lld rows (≤ 64 with a mask)", (long long)n);
+    if (mask && (mask_back < 0 || mask_back > m->len || mask_back + n > 64))
+        MS_FAIL(MS_ERR_RANGE, "tree forward of %lld rows reaching back %lld (≤ 64 masked rows, ≤ len %lld)",
+                (long long)n, (long long)mask_back, (long long)m->len);
     if (m->len + n > m->max_ctx)
         MS_FAIL(MS_ERR_RANGE, "KV cache full: %lld + %lld rows > max_ctx %lld", (long long)m->len, (long long)n,
                 (long long)m->max_ctx);
@@ -278,7 +287,8 @@ ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const 
                                    .n_heads = m->n_heads,
                                    .n_kv_heads = m->n_kv,
                                    .head_dim = m->hd,
-                                   .scale = 1.0f / sqrtf((float)m->hd)};
+                                   .scale = 1.0f / sqrtf((float)m->hd),
+                                   .mask_back = mask ? mask_back : 0};
 
     k->embed(c, m->x, m->embed, MS_DTYPE_F32, tokens, n, d);
     for (int64_t l = 0; l < m->n_layers; l++) {

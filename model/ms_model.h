@@ -45,6 +45,15 @@ int64_t ms_model_max_batch(const ms_model *m);
  * Fails with MS_ERR_RANGE (nothing written) if the cache would overflow. */
 ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const int32_t *pos,
                            const uint64_t *mask, ms_logits_mode mode, float *logits);
+/* The same with a mask that also reaches back over the last `mask_back` rows
+ * already in the cache (rows [len − mask_back, len + n); bit j ↔ row
+ * len − mask_back + j; mask_back + n ≤ 64). A draft drafting a tree one level
+ * per call uses it so each node sees exactly its ancestors among the rows of
+ * earlier levels. mask_back = 0 is ms_model_forward. */
+ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n, const int32_t *pos,
+                                  const uint64_t *mask, int64_t mask_back, ms_logits_mode mode, float *logits);
+/* The LM head [V, d] f32 (the embedding when tied): the draft vocabulary packs rows of it. */
+const float *ms_model_lm_head(const ms_model *m);
 /* Prefill any number of tokens in max_batch chunks; logits of the last row
  * into last_logits [V] (may be NULL). */
 ms_status ms_model_prefill(ms_model *m, const int32_t *tokens, int64_t n, float *last_logits);

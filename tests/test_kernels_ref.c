@@ -568,8 +568,9 @@ static void test_rope_op(const ms_k_ops *ops, ms_rng *r) {
     printf("rope op: max abs diff %.3g\n", e);
 }
 
-/* Naive attention in double over cache rows [0, ctx + n_q): query i sees all
- * rows < ctx, and batch row j iff mask bit (or j ≤ i without a mask). */
+/* Naive attention in double over cache rows [0, ctx + n_q). Without a mask,
+ * query i sees rows ≤ ctx + i. With one, the masked region starts at
+ * b = ctx − mask_back: rows < b always visible, row b + j iff mask bit j. */
 static void naive_attention(double *out, const float *q, const float *kc, const float *vc, const ms_k_attn_shape *s,
                             const uint64_t *mask) {
     int64_t H = s->n_heads, KV = s->n_kv_heads, hd = s->head_dim, group = H / KV, rows = s->ctx + s->n_q;
@@ -579,9 +580,10 @@ static void naive_attention(double *out, const float *q, const float *kc, const 
             const float *qh = q + (i * H + h) * hd;
             int64_t kh = h / group;
             double mx = -INFINITY;
+            int64_t b = mask ? s->ctx - s->mask_back : s->ctx;
             for (int64_t j = 0; j < rows; j++) {
-                int64_t bj = j - s->ctx;
-                bool vis = j < s->ctx || (mask ? (mask[i] >> bj & 1) : bj <= i);
+                int64_t bj = j - b;
+                bool vis = bj < 0 || (mask ? (mask[i] >> bj & 1) : bj <= i);
                 if (!vis) {
                     p[j] = -INFINITY;
                     continue;
@@ -618,14 +620,18 @@ static void test_attention(const ms_k_ops *ops, ms_rng *r) {
         fill_normal(r, q, qn, 1.5f);
         fill_normal(r, kc, kn, 1.5f);
         fill_normal(r, vc, kn, 1.0f);
-        for (int with_mask = 0; with_mask < 2; with_mask++) {
+        for (int with_mask = 0; with_mask < 3; with_mask++) {
             uint64_t mask[64];
             /* A random tree mask: each row sees itself and a random subset of
-             * earlier rows (need not be causal-closed for the op). */
+             * the region (need not be causal-closed for the op). Pass 2
+             * reaches back over up to 64 − n_q committed rows (mask_back). */
+            s.mask_back = with_mask == 2 ? (int64_t)(ms_rng_u64(r) % (uint64_t)(s.ctx + 1)) : 0;
+            if (s.mask_back + s.n_q > 64) s.mask_back = 64 - s.n_q;
+            int64_t region = s.mask_back + s.n_q;
             for (int64_t i = 0; i < s.n_q; i++) {
-                mask[i] = (uint64_t)1 << i;
-                for (int64_t j = 0; j < s.n_q; j++)
-                    if (j != i && (ms_rng_u64(r) & 1)) mask[i] |= (uint64_t)1 << j;
+                mask[i] = (uint64_t)1 << (s.mask_back + i);
+                for (int64_t j = 0; j < region; j++)
+                    if (j != s.mask_back + i && (ms_rng_u64(r) & 1)) mask[i] |= (uint64_t)1 << j;
             }
             for (int64_t i = 0; i < qn; i++) out[i] = SENTINEL;
             naive_attention(want, q, kc, vc, &s, with_mask ? mask : NULL);

@@ -78,7 +78,8 @@ static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv
     const float *q = qv, *kc = kcv, *vc = vcv;
     const int64_t hd = s->head_dim, kv_dim = s->n_kv_heads * hd, group = s->n_heads / s->n_kv_heads;
     MS_ASSERT(s->n_heads % s->n_kv_heads == 0);
-    MS_ASSERT(!mask || s->n_q <= 64);
+    MS_ASSERT(!mask || (s->mask_back >= 0 && s->mask_back <= s->ctx && s->mask_back + s->n_q <= 64));
+    const int64_t base = mask ? s->ctx - s->mask_back : s->ctx; /* first row the mask governs */
     for (int64_t i = 0; i < s->n_q; i++) {
         const int64_t n_rows = s->ctx + s->n_q; /* rows [0, n_rows) are candidates */
         for (int64_t h = 0; h < s->n_heads; h++) {
@@ -86,7 +87,7 @@ static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv
             const int64_t kvh = h / group;
             float mx = -INFINITY;
             for (int64_t t = 0; t < n_rows; t++) {
-                int64_t j = t - s->ctx; /* batch row, or < 0 for committed rows */
+                int64_t j = t - base; /* row inside the masked region, or < 0 */
                 bool visible = j < 0 || (mask ? ((mask[i] >> j) & 1u) != 0 : j <= i);
                 if (!visible) {
                     att[t] = -INFINITY;

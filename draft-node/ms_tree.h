@@ -1,0 +1,97 @@
+/* ms_tree.h — the EAGLE-2 dynamic draft tree (DESIGN §4, eagle2-frspec-notes §2.2-2.3).
+ *
+ * Pure algorithm: the builder does not know the model. The caller runs the
+ * draft once on the committed context and hands over the level-1 candidates
+ * (the K best of the draft distribution after the root); deeper levels are
+ * drafted through a callback that runs the draft on one batch of tree rows.
+ *
+ * Tree mode (EAGLE-2):
+ *   level 1 = the K root candidates, s = logp (history slots [0, K));
+ *   pass i = 1..depth: the beam (K nodes of level i) is submitted as K rows;
+ *     each row returns its K best children → K² candidates of level i+1 with
+ *     s_child = s_parent + logp, all appended to the history (slot
+ *     K + (i-1)K² + r·K + j = j-th child of beam row r); the next beam is the
+ *     top-K of those K² by s (ties → lower history slot), in that rank order;
+ *   rerank: the top (total-1) history slots by s (ties → lower slot), or all of
+ *     them when there are fewer. Because log-probs are ≤ 0, s_child ≤ s_parent
+ *     and a parent's slot is lower, so every selected node's parent is selected;
+ *   flatten: selected slots in ascending order (= by depth, beam row, rank),
+ *     node 0 = the root, mask = parent mask | own bit, depth = parent depth + 1.
+ * Chain mode: depth+1 tokens, each the top-1 child of the previous one (tree
+ *   mode with K = 1 and total = depth + 2; the callback gets k = 1, one row
+ *   per pass; top_k and total are not used).
+ *
+ * Rows per round: tree K·depth (defaults 50), chain depth; always ≤ 64 so that
+ * a row's attention mask fits a uint64. Nothing is allocated: the builder
+ * works in fixed stack buffers sized by MS_TREE_MAX and MS_TREE_MAX_K (about
+ * 28 KB: the history holds ≤ K·(1 + MS_TREE_MAX) = 1040 slots).
+ * Candidates with log-prob −inf are kept like any other (they rank last).
+ */
+#ifndef MS_TREE_H
+#define MS_TREE_H
+
+#include "ms_common.h"
+
+#define MS_TREE_MAX 64   /* nodes incl. the root; also the most rows per round */
+#define MS_TREE_MAX_K 16 /* children per node / beam width */
+
+typedef struct {
+    int64_t top_k; /* K: children per node and beam width (default 10, 1..MS_TREE_MAX_K) */
+    int64_t depth; /* expansion passes after the first (default 5) → max node depth depth+1 */
+    int64_t total; /* nodes incl. the root (default 60, 2..MS_TREE_MAX) */
+    bool chain;    /* chain mode: a single path of depth+1 tokens (top-1 each step) */
+} ms_tree_params;
+
+typedef struct {
+    int64_t n;                  /* nodes incl. root (node 0 = root) */
+    int32_t token[MS_TREE_MAX]; /* node 0 = the root token (the last accepted/bonus token) */
+    int32_t parent[MS_TREE_MAX]; /* −1 for the root; parent index < own index (topological) */
+    int32_t depth[MS_TREE_MAX];  /* root 0 */
+    uint64_t mask[MS_TREE_MAX];  /* bit j set ⇔ node j is an ancestor-or-self (bit 0 always set) */
+    float score[MS_TREE_MAX];    /* cumulative draft log-prob s (root 0) */
+} ms_tree;
+
+/* Runs the draft on n_rows new tree rows (one pass = one tree level). Row r is
+ * a node with token tokens[r] at node depth depth[r]; it may attend to the rows
+ * given by mask[r] over all rows submitted in this round so far (bit =
+ * submission index, rows numbered in submission order across passes, itself
+ * included) plus the committed context. parent_row[r] is the submission index
+ * of its parent row (−1: the parent is the root, i.e. the committed context's
+ * last position). Rows of one pass have the same depth (RoPE position c +
+ * depth - 1, notes §2.4).
+ * The callee writes for each row the k best (id, log-prob) pairs of its draft
+ * distribution, descending (ties → lower id): out_ids/out_logp [n_rows, k].
+ * Ids must be ≥ 0, log-probs ≤ 0 (−inf allowed, NaN not) and non-increasing
+ * per row; anything else fails the build with MS_ERR_INVALID. A negative
+ * status is returned unchanged by ms_tree_build (the callee logs it). */
+typedef ms_status (*ms_tree_expand_fn)(void *ctx, const int32_t *tokens, const int32_t *depth,
+                                       const int32_t *parent_row, const uint64_t *mask, int64_t n_rows,
+                                       int64_t k, int32_t *out_ids, float *out_logp);
+
+/* EAGLE-2 defaults: top_k 10, depth 5, total 60, tree mode. */
+ms_tree_params ms_tree_params_default(void);
+
+/* MS_OK, or MS_ERR_INVALID with a message naming the field: top_k in
+ * [1, MS_TREE_MAX_K], depth ≥ 0, and in tree mode total in [2, MS_TREE_MAX] and
+ * top_k·depth ≤ MS_TREE_MAX rows; in chain mode depth + 2 ≤ MS_TREE_MAX. */
+ms_status ms_tree_params_check(const ms_tree_params *p);
+
+/* Builds the tree into *out (out->n = 0 on any failure).
+ * root_ids/root_logp: the K best of the draft's distribution after the root
+ * (level 1), descending; K = p->top_k entries (chain mode reads entry 0 only).
+ * expand may be NULL only when p->depth == 0. It is called depth times. */
+ms_status ms_tree_build(const ms_tree_params *p, int32_t root_token, const int32_t *root_ids,
+                        const float *root_logp, ms_tree_expand_fn expand, void *ctx, ms_tree *out);
+
+/* Distinct token ids of the tree excluding the root, in node order of first
+ * occurrence (C_draft of DESIGN §5). out holds ≥ t->n - 1 ids; returns the count. */
+int64_t ms_tree_distinct_ids(const ms_tree *t, int32_t *out);
+
+/* Structural check of a tree from elsewhere (e.g. a peer): 1 ≤ n ≤ MS_TREE_MAX,
+ * node 0 is a root (parent −1, depth 0, mask 1), every other node has
+ * 0 ≤ parent < own index, depth = parent depth + 1, mask = parent mask | own
+ * bit, token ≥ 0. MS_OK or MS_ERR_FORMAT naming the node and field. Scores are
+ * not checked. */
+ms_status ms_tree_validate(const ms_tree *t);
+
+#endif
