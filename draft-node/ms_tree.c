@@ -191,39 +191,3 @@ ms_status ms_tree_build(const ms_tree_params *p, int32_t root_token, const int32
     if (st < 0) out->n = 0;
     return st;
 }
-
-int64_t ms_tree_distinct_ids(const ms_tree *t, int32_t *out) {
-    int64_t m = 0;
-    for (int64_t i = 1; i < t->n; i++) {
-        int64_t j = 0;
-        while (j < m && out[j] != t->token[i]) j++;
-        if (j == m) out[m++] = t->token[i];
-    }
-    return m;
-}
-
-ms_status ms_tree_validate(const ms_tree *t) {
-    if (!t) MS_FAIL(MS_ERR_INVALID, "draft tree: no tree");
-    if (t->n < 1 || t->n > MS_TREE_MAX)
-        MS_FAIL(MS_ERR_FORMAT, "draft tree: %lld nodes, expected 1..%d", (long long)t->n, MS_TREE_MAX);
-    if (t->parent[0] != -1 || t->depth[0] != 0 || t->mask[0] != 1)
-        MS_FAIL(MS_ERR_FORMAT, "draft tree: node 0 is not a root (parent %d, depth %d, mask %#llx)",
-                (int)t->parent[0], (int)t->depth[0], (unsigned long long)t->mask[0]);
-    for (int64_t i = 0; i < t->n; i++) {
-        if (t->token[i] < 0)
-            MS_FAIL(MS_ERR_FORMAT, "draft tree: node %lld: token %d < 0", (long long)i, (int)t->token[i]);
-        if (i == 0) continue;
-        int32_t p = t->parent[i];
-        if (p < 0 || p >= i)
-            MS_FAIL(MS_ERR_FORMAT, "draft tree: node %lld: parent %d, expected 0..%lld", (long long)i, (int)p,
-                    (long long)i - 1);
-        if (t->depth[i] != t->depth[p] + 1)
-            MS_FAIL(MS_ERR_FORMAT, "draft tree: node %lld: depth %d, parent depth %d", (long long)i, (int)t->depth[i],
-                    (int)t->depth[p]);
-        uint64_t want = t->mask[p] | (UINT64_C(1) << i);
-        if (t->mask[i] != want)
-            MS_FAIL(MS_ERR_FORMAT, "draft tree: node %lld: mask %#llx, expected %#llx", (long long)i,
-                    (unsigned long long)t->mask[i], (unsigned long long)want);
-    }
-    return MS_OK;
-}

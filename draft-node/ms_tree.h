@@ -31,8 +31,8 @@
 #define MS_TREE_H
 
 #include "ms_common.h"
+#include "ms_msg.h" /* ms_tree, MS_TREE_MAX, ms_tree_validate */
 
-#define MS_TREE_MAX 64   /* nodes incl. the root; also the most rows per round */
 #define MS_TREE_MAX_K 16 /* children per node / beam width */
 
 typedef struct {
@@ -42,14 +42,6 @@ typedef struct {
     bool chain;    /* chain mode: a single path of depth+1 tokens (top-1 each step) */
 } ms_tree_params;
 
-typedef struct {
-    int64_t n;                  /* nodes incl. root (node 0 = root) */
-    int32_t token[MS_TREE_MAX]; /* node 0 = the root token (the last accepted/bonus token) */
-    int32_t parent[MS_TREE_MAX]; /* −1 for the root; parent index < own index (topological) */
-    int32_t depth[MS_TREE_MAX];  /* root 0 */
-    uint64_t mask[MS_TREE_MAX];  /* bit j set ⇔ node j is an ancestor-or-self (bit 0 always set) */
-    float score[MS_TREE_MAX];    /* cumulative draft log-prob s (root 0) */
-} ms_tree;
 
 /* Runs the draft on n_rows new tree rows (one pass = one tree level). Row r is
  * a node with token tokens[r] at node depth depth[r]; it may attend to the rows
@@ -82,16 +74,5 @@ ms_status ms_tree_params_check(const ms_tree_params *p);
  * expand may be NULL only when p->depth == 0. It is called depth times. */
 ms_status ms_tree_build(const ms_tree_params *p, int32_t root_token, const int32_t *root_ids,
                         const float *root_logp, ms_tree_expand_fn expand, void *ctx, ms_tree *out);
-
-/* Distinct token ids of the tree excluding the root, in node order of first
- * occurrence (C_draft of DESIGN §5). out holds ≥ t->n - 1 ids; returns the count. */
-int64_t ms_tree_distinct_ids(const ms_tree *t, int32_t *out);
-
-/* Structural check of a tree from elsewhere (e.g. a peer): 1 ≤ n ≤ MS_TREE_MAX,
- * node 0 is a root (parent −1, depth 0, mask 1), every other node has
- * 0 ≤ parent < own index, depth = parent depth + 1, mask = parent mask | own
- * bit, token ≥ 0. MS_OK or MS_ERR_FORMAT naming the node and field. Scores are
- * not checked. */
-ms_status ms_tree_validate(const ms_tree *t);
 
 #endif

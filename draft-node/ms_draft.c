@@ -1,0 +1,408 @@
+/* ms_draft.c — draft kinds, vocabulary modes and the per-round tree. */
+#include "ms_draft.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ms_eagle.h"
+#include "ms_model.h"
+
+struct ms_dft {
+    ms_dft_opts o;
+    ms_model *lm; /* lm and layerskip */
+    ms_eagle *eg; /* eagle */
+    ms_vocab *vocab;
+    const ms_k_ops *ops;
+    int64_t V, d, max_ctx, max_batch;
+
+    float *head;     /* [MS_TREE_MAX_K, V] draft logits over the active rows */
+    float *hid;      /* [MS_TREE_MAX, d] hidden state (lm) / output y (eagle) of each submitted tree row */
+    float *root_hid; /* [d] the same for the last committed row */
+    float *feat;     /* [MS_TREE_MAX, d] eagle: features of a level's rows */
+    int32_t *top_slot;
+    float *top_val;
+
+    /* request state */
+    uint64_t rid;
+    bool active;
+    int64_t round;     /* last round drafted */
+    int32_t root;
+    int64_t committed; /* draft KV rows committed */
+    int64_t n_sub;     /* tree rows submitted this round */
+    ms_ids pending;    /* tokens still to commit (eagle: the shifted tokens of pend_feat's rows) */
+    float *pend_feat;  /* eagle: [pending.n, d] */
+    int64_t pend_cap;
+    ms_tree tree;      /* the last tree drafted */
+    ms_draft_stats next_stats; /* coverage and vocab time to report with the next tree */
+};
+
+ms_dft_opts ms_dft_opts_default(void) {
+    return (ms_dft_opts){.kind = MS_DRAFT_LM, .layers = 1, .vocab = MS_VOCAB_DYNAMIC, .w_max = 3072,
+                         .tree = ms_tree_params_default()};
+}
+
+const char *ms_draft_kind_name(ms_draft_kind k) {
+    switch (k) {
+    case MS_DRAFT_LM: return "lm";
+    case MS_DRAFT_EAGLE: return "eagle";
+    case MS_DRAFT_LAYERSKIP: return "layerskip";
+    }
+    return "?";
+}
+
+bool ms_draft_kind_parse(const char *s, ms_draft_kind *out) {
+    for (int k = MS_DRAFT_LM; k <= MS_DRAFT_LAYERSKIP; k++)
+        if (!strcmp(s, ms_draft_kind_name((ms_draft_kind)k))) {
+            *out = (ms_draft_kind)k;
+            return true;
+        }
+    return false;
+}
+
+bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out) {
+    for (int k = MS_VOCAB_FULL; k <= MS_VOCAB_DYNAMIC; k++)
+        if (!strcmp(s, ms_vocab_mode_name((ms_vocab_mode)k))) {
+            *out = (ms_vocab_mode)k;
+            return true;
+        }
+    return false;
+}
+
+int64_t ms_dft_vocab(const ms_dft *d) { return d->V; }
+const ms_vocab *ms_dft_vocabulary(const ms_dft *d) { return d->vocab; }
+
+void ms_dft_free(ms_dft **pd) {
+    ms_dft *d = *pd;
+    if (!d) return;
+    ms_model_free(&d->lm);
+    ms_eagle_free(&d->eg);
+    ms_vocab_free(&d->vocab);
+    free(d->head);
+    free(d->hid);
+    free(d->root_hid);
+    free(d->feat);
+    free(d->top_slot);
+    free(d->top_val);
+    ms_ids_free(&d->pending);
+    free(d->pend_feat);
+    free(d);
+    *pd = NULL;
+}
+
+ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
+    *out = NULL;
+    MS_TRY(ms_tree_params_check(&o->tree));
+    if (!o->model_dir) MS_FAIL(MS_ERR_INVALID, "draft: no model directory given");
+    if (o->kind == MS_DRAFT_EAGLE && !o->target_dir)
+        MS_FAIL(MS_ERR_INVALID, "draft kind eagle needs the target directory (its embedding and LM head)");
+    if (o->vocab == MS_VOCAB_STATIC && !o->vocab_list)
+        MS_FAIL(MS_ERR_INVALID, "vocabulary mode static needs a list file (build one with microspec-freqlist)");
+    ms_dft *d = ms_calloc(1, sizeof *d);
+    if (!d) return MS_ERR_NOMEM;
+    d->o = *o;
+    d->ops = ms_k_cpu_ops();
+    ms_status s = MS_OK;
+    const float *W = NULL;
+    if (o->kind == MS_DRAFT_EAGLE) {
+        ms_eagle_opts eo = {.max_ctx = o->max_ctx};
+        MS_TRY_GOTO(s, ms_eagle_load(o->model_dir, o->target_dir, &eo, &d->eg), fail);
+        d->V = ms_eagle_vocab(d->eg);
+        d->d = ms_eagle_hidden(d->eg);
+        d->max_ctx = ms_eagle_max_ctx(d->eg);
+        d->max_batch = ms_eagle_max_batch(d->eg);
+        W = ms_eagle_lm_head(d->eg);
+    } else {
+        ms_model_opts mo = {.max_ctx = o->max_ctx, .n_layers = o->kind == MS_DRAFT_LAYERSKIP ? o->layers : 0};
+        if (o->kind == MS_DRAFT_LAYERSKIP && o->layers <= 0) {
+            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "layerskip draft: layers must be ≥ 1, got %lld",
+                       (long long)o->layers);
+            s = MS_ERR_INVALID;
+            goto fail;
+        }
+        MS_TRY_GOTO(s, ms_model_load(o->model_dir, &mo, &d->lm), fail);
+        d->V = ms_model_vocab(d->lm);
+        d->d = ms_model_config(d->lm)->hidden_size;
+        d->max_ctx = ms_model_max_ctx(d->lm);
+        d->max_batch = ms_model_max_batch(d->lm);
+        W = ms_model_lm_head(d->lm);
+    }
+    if (d->V < o->tree.top_k) {
+        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "draft vocabulary of %lld ids is smaller than top_k %lld",
+                   (long long)d->V, (long long)o->tree.top_k);
+        s = MS_ERR_INVALID;
+        goto fail;
+    }
+    switch (o->vocab) {
+    case MS_VOCAB_FULL: s = ms_vocab_new_full(W, d->V, d->d, &d->vocab); break;
+    case MS_VOCAB_DYNAMIC: s = ms_vocab_new_dynamic(W, d->V, d->d, o->w_max, &d->vocab); break;
+    case MS_VOCAB_STATIC: {
+        int32_t *ids = NULL;
+        int64_t k = 0;
+        s = ms_vocab_load_list(o->vocab_list, d->V, &ids, &k);
+        if (s >= 0) s = ms_vocab_new_static(W, d->V, d->d, ids, k, &d->vocab);
+        free(ids);
+        break;
+    }
+    }
+    if (s < 0) goto fail;
+    d->head = ms_malloc((size_t)(MS_TREE_MAX_K * d->V) * sizeof(float));
+    d->hid = ms_malloc((size_t)(MS_TREE_MAX * d->d) * sizeof(float));
+    d->root_hid = ms_malloc((size_t)d->d * sizeof(float));
+    d->feat = ms_malloc((size_t)(MS_TREE_MAX * d->d) * sizeof(float));
+    d->top_slot = ms_malloc(MS_TREE_MAX_K * sizeof(int32_t));
+    d->top_val = ms_malloc(MS_TREE_MAX_K * sizeof(float));
+    if (!d->head || !d->hid || !d->root_hid || !d->feat || !d->top_slot || !d->top_val) {
+        s = MS_ERR_NOMEM;
+        goto fail;
+    }
+    MS_LOG_INFO("draft: kind %s%s, vocabulary %s (%lld of %lld rows), tree %s k=%lld depth=%lld total=%lld",
+                ms_draft_kind_name(o->kind), o->kind == MS_DRAFT_LAYERSKIP ? " (first layers)" : "",
+                ms_vocab_mode_name(o->vocab), (long long)ms_vocab_w_max(d->vocab), (long long)d->V,
+                o->tree.chain ? "chain" : "eagle2", (long long)o->tree.top_k, (long long)o->tree.depth,
+                (long long)o->tree.total);
+    *out = d;
+    return MS_OK;
+fail:
+    ms_dft_free(&d);
+    return s;
+}
+
+/* ---- the draft's LM head over the active vocabulary ---------------------- */
+
+/* For n hidden rows: logits over the active rows, log-softmax over them, the
+ * k best as ids. Fewer than k active rows: padded with −inf entries. */
+static void head_topk(ms_dft *d, const float *hid, int64_t n, int64_t k, int32_t *ids, float *logp) {
+    const float *rows;
+    const int32_t *id_of;
+    int64_t n_act;
+    uint64_t t0 = ms_now_ns();
+    ms_vocab_rows(d->vocab, &rows, &n_act, &id_of);
+    d->ops->linear(d->ops->ctx, d->head, hid, rows, NULL, n, d->d, n_act);
+    int64_t kk = k < n_act ? k : n_act;
+    for (int64_t r = 0; r < n; r++) {
+        float *row = d->head + r * n_act;
+        ms_k_log_softmax(row, row, n_act);
+        ms_k_topk(row, n_act, kk, d->top_slot, d->top_val);
+        for (int64_t j = 0; j < k; j++) {
+            int64_t src = j < kk ? j : kk - 1;
+            int32_t slot = d->top_slot[src];
+            ids[r * k + j] = id_of ? id_of[slot] : slot;
+            logp[r * k + j] = j < kk ? d->top_val[j] : -INFINITY;
+        }
+    }
+    d->next_stats.head_ns += ms_now_ns() - t0;
+}
+
+/* ---- committing accepted rows -------------------------------------------- */
+
+static ms_status pend_reserve(ms_dft *d, int64_t rows) {
+    MS_TRY(ms_ids_reserve(&d->pending, rows));
+    if (d->eg && rows > d->pend_cap) {
+        float *f = ms_realloc(d->pend_feat, (size_t)(rows * d->d) * sizeof(float));
+        if (!f) return MS_ERR_NOMEM;
+        d->pend_feat = f;
+        d->pend_cap = rows;
+    }
+    return MS_OK;
+}
+
+/* Forward the pending rows into the draft KV; root_hid = the last row's output. */
+static ms_status commit_pending(ms_dft *d) {
+    const int64_t n = d->pending.n;
+    if (n == 0) return MS_OK;
+    if (d->committed + n + MS_TREE_MAX > d->max_ctx)
+        MS_FAIL(MS_ERR_RANGE, "draft KV full: %lld + %lld rows (+ tree) > %lld", (long long)d->committed,
+                (long long)n, (long long)d->max_ctx);
+    const float *last = NULL;
+    for (int64_t at = 0; at < n; at += d->max_batch) {
+        int64_t c = n - at < d->max_batch ? n - at : d->max_batch;
+        if (d->eg) {
+            MS_TRY(ms_eagle_forward(d->eg, d->pending.v + at, d->pend_feat + at * d->d, c, NULL, NULL, 0));
+            last = ms_eagle_out(d->eg) + (c - 1) * d->d;
+        } else {
+            MS_TRY(ms_model_forward(d->lm, d->pending.v + at, c, NULL, NULL, MS_LOGITS_NONE, NULL));
+            last = ms_model_hidden(d->lm) + (c - 1) * d->d;
+        }
+    }
+    memcpy(d->root_hid, last, (size_t)d->d * sizeof(float));
+    d->committed += n;
+    d->pending.n = 0;
+    return MS_OK;
+}
+
+/* ---- the tree-level callback -------------------------------------------- */
+
+static ms_status expand(void *ctx, const int32_t *tokens, const int32_t *depth, const int32_t *parent_row,
+                        const uint64_t *mask, int64_t n_rows, int64_t k, int32_t *out_ids, float *out_logp) {
+    ms_dft *d = ctx;
+    int32_t pos[MS_TREE_MAX];
+    /* A node at depth δ continues the committed rows after the root: the root
+     * sits at the last committed row, so its position is committed − 1 + δ. */
+    for (int64_t r = 0; r < n_rows; r++) pos[r] = (int32_t)(d->committed - 1 + depth[r]);
+    uint64_t t0 = ms_now_ns();
+    const float *out;
+    if (d->eg) {
+        /* EAGLE: a tree row's feature is its parent's draft output y. */
+        for (int64_t r = 0; r < n_rows; r++) {
+            const float *src = parent_row[r] < 0 ? d->root_hid : d->hid + (int64_t)parent_row[r] * d->d;
+            memcpy(d->feat + r * d->d, src, (size_t)d->d * sizeof(float));
+        }
+        MS_TRY(ms_eagle_forward(d->eg, tokens, d->feat, n_rows, pos, mask, d->n_sub));
+        out = ms_eagle_out(d->eg);
+    } else {
+        MS_TRY(ms_model_forward_masked(d->lm, tokens, n_rows, pos, mask, d->n_sub, MS_LOGITS_NONE, NULL));
+        out = ms_model_hidden(d->lm);
+    }
+    float *dst = d->hid + d->n_sub * d->d;
+    memcpy(dst, out, (size_t)(n_rows * d->d) * sizeof(float));
+    d->next_stats.backbone_ns += ms_now_ns() - t0;
+    head_topk(d, dst, n_rows, k, out_ids, out_logp);
+    d->n_sub += n_rows;
+    return MS_OK;
+}
+
+/* ---- the port ------------------------------------------------------------ */
+
+static ms_status port_begin(void *ctx, const ms_msg_begin *m) {
+    ms_dft *d = ctx;
+    d->active = false;
+    if (m->n_prompt <= 0) MS_FAIL(MS_ERR_INVALID, "draft begin: empty prompt");
+    if (m->k_pre < 0 || (m->k_pre > 0 && !m->topk_pre)) MS_FAIL(MS_ERR_INVALID, "draft begin: bad top-K_pre");
+    if (m->root < 0 || m->root >= d->V) MS_FAIL(MS_ERR_INVALID, "draft begin: root %d outside [0, %lld)", m->root, (long long)d->V);
+    for (int64_t i = 0; i < m->n_prompt; i++)
+        if (m->prompt[i] < 0 || m->prompt[i] >= d->V)
+            MS_FAIL(MS_ERR_INVALID, "draft begin: prompt id %d at %lld outside [0, %lld)", m->prompt[i], (long long)i,
+                    (long long)d->V);
+    if (d->eg && (!m->features || m->feat_dim != d->d))
+        MS_FAIL(MS_ERR_INVALID, "draft begin: eagle needs target features of width %lld (got %lld)", (long long)d->d,
+                (long long)m->feat_dim);
+
+    uint64_t t0 = ms_now_ns();
+    ms_vocab_reset(d->vocab);
+    MS_TRY(ms_vocab_init_stream(d->vocab, m->prompt, m->n_prompt, m->topk_pre, m->k_pre));
+    uint64_t vocab_ns = ms_now_ns() - t0;
+
+    if (d->eg) MS_TRY(ms_eagle_truncate(d->eg, 0));
+    else ms_model_reset(d->lm);
+    d->committed = 0;
+    d->pending.n = 0;
+    MS_TRY(pend_reserve(d, m->n_prompt + 1));
+    if (d->eg) {
+        /* Row p pairs the target feature f_p with the next token (notes §1.3). */
+        for (int64_t i = 0; i < m->n_prompt; i++)
+            d->pending.v[i] = i + 1 < m->n_prompt ? m->prompt[i + 1] : m->root;
+        memcpy(d->pend_feat, m->features, (size_t)(m->n_prompt * d->d) * sizeof(float));
+        d->pending.n = m->n_prompt;
+    } else {
+        memcpy(d->pending.v, m->prompt, (size_t)m->n_prompt * sizeof(int32_t));
+        d->pending.v[m->n_prompt] = m->root;
+        d->pending.n = m->n_prompt + 1;
+    }
+    d->rid = m->request_id;
+    d->root = m->root;
+    d->round = 0;
+    d->tree.n = 0;
+    memset(&d->next_stats, 0, sizeof d->next_stats);
+    d->next_stats.vocab_ns = vocab_ns;
+    d->active = true;
+    return MS_OK;
+}
+
+static ms_status port_draft(void *ctx, uint64_t rid, int64_t round, ms_msg_tree *out) {
+    ms_dft *d = ctx;
+    if (!d->active || rid != d->rid)
+        MS_FAIL(MS_ERR_INVALID, "draft: request %llu is not the active one", (unsigned long long)rid);
+    if (round != d->round + 1 || (d->round > 0 && d->tree.n == 0))
+        MS_FAIL(MS_ERR_INVALID, "draft: round %lld out of order (last drafted %lld)", (long long)round,
+                (long long)d->round);
+    uint64_t t0 = ms_now_ns();
+    MS_TRY(commit_pending(d));
+    d->next_stats.backbone_ns += ms_now_ns() - t0;
+
+    int32_t root_ids[MS_TREE_MAX_K];
+    float root_logp[MS_TREE_MAX_K];
+    const int64_t K = d->o.tree.chain ? 1 : d->o.tree.top_k;
+    head_topk(d, d->root_hid, 1, K, root_ids, root_logp);
+    d->n_sub = 0;
+    ms_status s = ms_tree_build(&d->o.tree, d->root, root_ids, root_logp, expand, d, &d->tree);
+    /* The tree rows never stay in the draft KV: next round overwrites them. */
+    ms_status s2 = d->eg ? ms_eagle_truncate(d->eg, d->committed) : ms_model_truncate(d->lm, d->committed);
+    MS_TRY(s);
+    MS_TRY(s2);
+
+    memset(out, 0, sizeof *out);
+    out->request_id = rid;
+    out->round = round;
+    out->tree = d->tree;
+    out->stats = d->next_stats;
+    out->stats.vocab_size = ms_vocab_size(d->vocab);
+    memset(&d->next_stats, 0, sizeof d->next_stats);
+    d->round = round;
+    return MS_OK;
+}
+
+static ms_status port_accept(void *ctx, const ms_msg_verify *m) {
+    ms_dft *d = ctx;
+    if (!d->active || m->request_id != d->rid || m->round != d->round || d->tree.n == 0)
+        MS_FAIL(MS_ERR_INVALID, "draft accept: request %llu round %lld does not match the last tree (%llu, %lld)",
+                (unsigned long long)m->request_id, (long long)m->round, (unsigned long long)d->rid,
+                (long long)d->round);
+    const ms_tree *t = &d->tree;
+    if (m->n_path < 1 || m->n_path > t->n || m->path[0] != 0)
+        MS_FAIL(MS_ERR_INVALID, "draft accept: path of %lld nodes does not fit a %lld-node tree", (long long)m->n_path,
+                (long long)t->n);
+    for (int64_t k = 1; k < m->n_path; k++)
+        if (m->path[k] <= 0 || m->path[k] >= t->n || t->parent[m->path[k]] != m->path[k - 1])
+            MS_FAIL(MS_ERR_INVALID, "draft accept: path step %lld (node %d) is not a child of node %d", (long long)k,
+                    m->path[k], m->path[k - 1]);
+    if (m->bonus < 0 || m->bonus >= d->V) MS_FAIL(MS_ERR_INVALID, "draft accept: bonus %d outside vocabulary", m->bonus);
+    if (m->k_ver < 0 || (m->k_ver > 0 && !m->ver_topk)) MS_FAIL(MS_ERR_INVALID, "draft accept: bad top-K_ver");
+    if (d->eg && (!m->features || m->feat_dim != d->d))
+        MS_FAIL(MS_ERR_INVALID, "draft accept: eagle needs path features of width %lld", (long long)d->d);
+
+    /* Coverage: were the emitted tokens inside the vocabulary this tree was drafted from? */
+    int32_t emitted[MS_TREE_MAX + 1];
+    int64_t n_emit = 0;
+    for (int64_t k = 1; k < m->n_path; k++) emitted[n_emit++] = t->token[m->path[k]];
+    emitted[n_emit++] = m->bonus;
+    for (int64_t i = 0; i < n_emit; i++) d->next_stats.covered += ms_vocab_contains(d->vocab, emitted[i]);
+    d->next_stats.emitted += n_emit;
+
+    uint64_t t0 = ms_now_ns();
+    int32_t c_draft[MS_TREE_MAX];
+    int64_t n_draft = ms_tree_distinct_ids(t, c_draft);
+    MS_TRY(ms_vocab_append_round(d->vocab, c_draft, n_draft, m->ver_topk, m->n_path, m->k_ver));
+    d->next_stats.vocab_ns += ms_now_ns() - t0;
+
+    /* Rows to commit next round: lm — the accepted tokens and the bonus;
+     * eagle — each path node's feature paired with the token after it. */
+    MS_TRY(pend_reserve(d, m->n_path));
+    d->pending.n = 0;
+    if (d->eg) {
+        for (int64_t k = 0; k < m->n_path; k++) {
+            d->pending.v[k] = k + 1 < m->n_path ? t->token[m->path[k + 1]] : m->bonus;
+            memcpy(d->pend_feat + k * d->d, m->features + k * d->d, (size_t)d->d * sizeof(float));
+        }
+        d->pending.n = m->n_path;
+    } else {
+        for (int64_t i = 0; i < n_emit; i++) d->pending.v[i] = emitted[i];
+        d->pending.n = n_emit;
+    }
+    d->root = m->bonus;
+    return MS_OK;
+}
+
+static void port_end(void *ctx, uint64_t rid) {
+    ms_dft *d = ctx;
+    if (d->rid == rid) d->active = false;
+}
+
+ms_draft_port ms_dft_port(ms_dft *d) {
+    return (ms_draft_port){.ctx = d,
+                           .wants_features = d->eg != NULL,
+                           .begin = port_begin,
+                           .draft = port_draft,
+                           .accept = port_accept,
+                           .end = port_end};
+}

@@ -1,0 +1,50 @@
+/* ms_draft.h — the draft side of speculative decoding (DESIGN §3–§5).
+ *
+ * One object per draft node: a draft model of one kind (lm / eagle /
+ * layerskip), a vocabulary mode (full / static / dynamic) over its LM head,
+ * and the EAGLE-2 tree builder. It serves the target through an
+ * ms_draft_port (protocol/ms_msg.h): begin a request, draft a tree per round,
+ * accept the target's verdict.
+ *
+ * Per round (DESIGN §4): commit the tokens accepted since the last round
+ * (their KV, plus for eagle the target features), take the level-1 top-K
+ * after the root, build the tree level by level with tree-masked forwards,
+ * then drop the tree rows from the draft KV. On accept: measure coverage,
+ * append C_draft then C_ver to the vocabulary stream.
+ */
+#ifndef MS_DRAFT_H
+#define MS_DRAFT_H
+
+#include "ms_msg.h"
+#include "ms_tree.h"
+#include "ms_vocab.h"
+
+typedef enum { MS_DRAFT_LM = 0, MS_DRAFT_EAGLE, MS_DRAFT_LAYERSKIP } ms_draft_kind;
+
+typedef struct {
+    ms_draft_kind kind;
+    const char *model_dir;  /* lm: the draft model; eagle: the EAGLE head; layerskip: the target */
+    const char *target_dir; /* eagle: the target (its embedding and LM head) */
+    int64_t layers;         /* layerskip: the target's first N layers (default 1) */
+    ms_vocab_mode vocab;    /* default dynamic */
+    const char *vocab_list; /* static: a microspec-freqlist file */
+    int64_t w_max;          /* dynamic: window size W_max (default 3072) */
+    ms_tree_params tree;    /* default EAGLE-2 10/5/60 */
+    int64_t max_ctx;        /* draft KV rows (0: the model's default) */
+} ms_dft_opts;
+
+typedef struct ms_dft ms_dft;
+
+ms_dft_opts ms_dft_opts_default(void);
+const char *ms_draft_kind_name(ms_draft_kind k);
+bool ms_draft_kind_parse(const char *s, ms_draft_kind *out);
+bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out);
+
+ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out);
+void ms_dft_free(ms_dft **d);
+/* The port the target drives; valid while d lives. */
+ms_draft_port ms_dft_port(ms_dft *d);
+int64_t ms_dft_vocab(const ms_dft *d); /* V of the draft's LM head */
+const ms_vocab *ms_dft_vocabulary(const ms_dft *d);
+
+#endif

@@ -1,0 +1,374 @@
+/* ms_target.c — prefill, tree verification, acceptance and the request loop. */
+#include "ms_target.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PREFILL_CHUNK 64 /* prompt rows per forward when every row's logits are needed */
+
+struct ms_tgt {
+    ms_model *model;
+    int64_t V, d;
+    float *logits;  /* [MS_TREE_MAX, V] */
+    float *probs;   /* [V] */
+    int32_t *topk;  /* [MS_TREE_MAX, MS_TREE_MAX] C_ver ids */
+    float *topv;    /* [MS_TREE_MAX] scratch values for top-k */
+    float *feats;   /* [MS_TREE_MAX, d] hidden states of the path nodes */
+};
+
+ms_gen_params ms_gen_params_default(void) {
+    return (ms_gen_params){.max_new_tokens = 256,
+                           .sampling = {.temperature = 0.0f, .top_p = 1.0f},
+                           .seed = 42,
+                           .k_pre = 3,
+                           .k_ver = 3,
+                           .n_stop = 0};
+}
+
+ms_status ms_tgt_new(ms_model *model, ms_tgt **out) {
+    *out = NULL;
+    ms_tgt *t = ms_calloc(1, sizeof *t);
+    if (!t) return MS_ERR_NOMEM;
+    t->model = model;
+    t->V = ms_model_vocab(model);
+    t->d = ms_model_config(model)->hidden_size;
+    t->logits = ms_malloc((size_t)(MS_TREE_MAX * t->V) * sizeof(float));
+    t->probs = ms_malloc((size_t)t->V * sizeof(float));
+    t->topk = ms_malloc((size_t)(MS_TREE_MAX * MS_TREE_MAX) * sizeof(int32_t));
+    t->topv = ms_malloc((size_t)MS_TREE_MAX * sizeof(float));
+    t->feats = ms_malloc((size_t)(MS_TREE_MAX * t->d) * sizeof(float));
+    if (!t->logits || !t->probs || !t->topk || !t->topv || !t->feats) {
+        ms_tgt_free(&t);
+        return MS_ERR_NOMEM;
+    }
+    *out = t;
+    return MS_OK;
+}
+
+void ms_tgt_free(ms_tgt **pt) {
+    ms_tgt *t = *pt;
+    if (!t) return;
+    free(t->logits);
+    free(t->probs);
+    free(t->topk);
+    free(t->topv);
+    free(t->feats);
+    free(t);
+    *pt = NULL;
+}
+
+ms_model *ms_tgt_model(ms_tgt *t) { return t->model; }
+
+/* ---- verification ------------------------------------------------------- */
+
+/* Draw from the unnormalised, non-negative probs[V] (inverse CDF in id order). */
+static int32_t draw(const float *probs, int64_t V, ms_rng *rng, const float *logits_row) {
+    double mass = 0.0;
+    for (int64_t i = 0; i < V; i++) mass += probs[i];
+    if (!(mass > 0.0)) return ms_k_argmax(logits_row, V); /* nothing left: rounding only */
+    double u = ms_rng_uniform(rng) * mass, c = 0.0;
+    int32_t last = -1;
+    for (int64_t i = 0; i < V; i++) {
+        if (probs[i] <= 0.0f) continue;
+        c += probs[i];
+        last = (int32_t)i;
+        if (u < c) return (int32_t)i;
+    }
+    return last;
+}
+
+int64_t ms_tgt_verify_tree(const ms_tree *tree, const float *logits, int64_t V, const ms_k_sampling *s, ms_rng *rng,
+                           float *probs, int32_t *path, int32_t *bonus) {
+    const bool greedy = s->temperature <= 0.0f;
+    int64_t n_path = 1;
+    int32_t cur = 0;
+    path[0] = 0;
+    for (;;) {
+        const float *row = logits + (int64_t)cur * V;
+        int32_t next = -1;
+        if (greedy) {
+            int32_t g = ms_k_argmax(row, V);
+            for (int32_t c = cur + 1; c < tree->n && next < 0; c++)
+                if (tree->parent[c] == cur && tree->token[c] == g) next = c;
+            if (next < 0) {
+                *bonus = g;
+                return n_path;
+            }
+        } else {
+            /* Sequential test of the candidate children (draft probability 1
+             * each: they are deterministic top-k picks). `mass` is what is
+             * left of p after removing rejected candidates, so p(x)/mass is
+             * the renormalised residual without touching all V entries. */
+            ms_k_sampling_probs(row, V, s, probs);
+            double mass = 1.0;
+            for (int32_t c = cur + 1; c < tree->n && next < 0; c++) {
+                if (tree->parent[c] != cur) continue;
+                double px = probs[tree->token[c]];
+                if (px <= 0.0) continue;
+                if (ms_rng_uniform(rng) * mass < px) {
+                    next = c;
+                } else {
+                    mass -= px;
+                    probs[tree->token[c]] = 0.0f;
+                }
+            }
+            if (next < 0) {
+                *bonus = draw(probs, V, rng, row);
+                return n_path;
+            }
+        }
+        path[n_path++] = next;
+        cur = next;
+    }
+}
+
+/* ---- statistics --------------------------------------------------------- */
+
+double ms_gen_stats_mean_accepted(const ms_gen_stats *s) {
+    /* Σ over rounds of emitted tokens (accepted drafts + bonus) / rounds. */
+    if (s->rounds == 0) return 1.0;
+    double tokens = (double)s->rounds;
+    for (int64_t d = 1; d <= s->max_depth; d++) tokens += (double)s->accepted_ge[d];
+    return tokens / (double)s->rounds;
+}
+
+double ms_gen_stats_accept_rate(const ms_gen_stats *s, int64_t d) {
+    if (s->spec_rounds == 0 || d < 1 || d > MS_TREE_MAX) return 0.0;
+    return (double)s->accepted_ge[d] / (double)s->spec_rounds;
+}
+
+double ms_gen_stats_coverage(const ms_gen_stats *s) {
+    return s->emitted > 0 ? (double)s->covered / (double)s->emitted : 1.0;
+}
+
+void ms_gen_stats_print(const ms_gen_stats *s, FILE *f) {
+    double decode_s = s->total_s - s->prefill_s;
+    fprintf(f, "prompt tokens: %lld, new tokens: %lld (%s), rounds: %lld (speculative %lld)%s\n",
+            (long long)s->prompt_tokens, (long long)s->new_tokens, s->stop_reason ? s->stop_reason : "?",
+            (long long)s->rounds, (long long)s->spec_rounds, s->draft_failed ? ", draft FAILED mid-request" : "");
+    fprintf(f, "mean accepted length: %.3f tokens/forward; acceptance by depth:", ms_gen_stats_mean_accepted(s));
+    for (int64_t d = 1; d <= s->max_depth && d <= 8; d++) fprintf(f, " %lld:%.3f", (long long)d, ms_gen_stats_accept_rate(s, d));
+    fprintf(f, "\n");
+    if (s->spec_rounds > 0)
+        fprintf(f, "draft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n",
+                (double)s->vocab_sum / (double)s->spec_rounds, (long long)s->vocab_max, ms_gen_stats_coverage(s),
+                (long long)s->covered, (long long)s->emitted);
+    fprintf(f,
+            "time: prefill %.2f ms, draft backbone %.2f ms, draft head %.2f ms, vocab %.2f ms, verify %.2f ms, "
+            "accept %.2f ms, total %.2f ms\n",
+            s->prefill_s * 1e3, s->draft_backbone_s * 1e3, s->draft_head_s * 1e3, s->vocab_s * 1e3, s->verify_s * 1e3,
+            s->accept_s * 1e3, s->total_s * 1e3);
+    fprintf(f, "speed: %.1f tokens/s end to end, %.1f tokens/s after prefill\n",
+            s->total_s > 0 ? (double)s->new_tokens / s->total_s : 0.0,
+            decode_s > 0 ? (double)(s->new_tokens > 0 ? s->new_tokens - 1 : 0) / decode_s : 0.0);
+}
+
+/* ---- the request loop --------------------------------------------------- */
+
+typedef struct {
+    const ms_gen_params *p;
+    ms_token_cb cb;
+    void *cb_ctx;
+    ms_gen_stats *stats;
+    bool done;
+} emitter;
+
+/* Emit tokens in order until a stop id, the token budget, or a cancel. */
+static void emit(emitter *e, const int32_t *ids, int64_t n) {
+    int64_t k = 0;
+    for (; k < n && !e->done; k++) {
+        for (int64_t s = 0; s < e->p->n_stop; s++)
+            if (ids[k] == e->p->stop_ids[s]) {
+                e->stats->stop_reason = "stop token";
+                e->done = true;
+            }
+        if (e->done) break;
+        if (e->stats->new_tokens + k + 1 >= e->p->max_new_tokens) {
+            e->stats->stop_reason = "max tokens";
+            e->done = true;
+            k++;
+            break;
+        }
+    }
+    if (k > 0) {
+        e->stats->new_tokens += k;
+        if (e->cb && !e->cb(e->cb_ctx, ids, k)) {
+            e->stats->stop_reason = "cancelled";
+            e->done = true;
+        }
+    }
+}
+
+static void drop_draft(ms_draft_port **draft, ms_gen_stats *st, uint64_t rid, const char *why, ms_status s) {
+    MS_LOG_WARN("request %llu: draft failed (%s: %s); finishing alone", (unsigned long long)rid, why,
+                ms_status_str(s));
+    (*draft)->end((*draft)->ctx, rid);
+    *draft = NULL;
+    st->draft_failed = true;
+}
+
+/* Check a tree from the draft before the target trusts it. */
+static ms_status check_tree(const ms_msg_tree *m, uint64_t rid, int64_t round, int32_t root, int64_t V) {
+    if (m->request_id != rid || m->round != round)
+        MS_FAIL(MS_ERR_PEER, "draft tree for request %llu round %lld, expected %llu round %lld",
+                (unsigned long long)m->request_id, (long long)m->round, (unsigned long long)rid, (long long)round);
+    MS_TRY(ms_tree_validate(&m->tree));
+    if (m->tree.token[0] != root)
+        MS_FAIL(MS_ERR_PEER, "draft tree root %d, expected %d", m->tree.token[0], root);
+    for (int64_t i = 0; i < m->tree.n; i++)
+        if (m->tree.token[i] >= V) MS_FAIL(MS_ERR_PEER, "draft tree node %lld: token %d ≥ V %lld", (long long)i, m->tree.token[i], (long long)V);
+    return MS_OK;
+}
+
+/* Prefill; with a draft also every row's top-K_pre ids (and hidden states
+ * for drafts that want features). */
+static ms_status prefill(ms_tgt *t, const int32_t *prompt, int64_t n, const ms_gen_params *p, bool with_draft,
+                         bool want_feats, int32_t *topk_pre, float *feats, float *last_logits) {
+    ms_model *m = t->model;
+    if (!with_draft) return ms_model_prefill(m, prompt, n, last_logits);
+    int64_t chunk_max = ms_model_max_batch(m) < PREFILL_CHUNK ? ms_model_max_batch(m) : PREFILL_CHUNK;
+    for (int64_t at = 0; at < n; at += chunk_max) {
+        int64_t c = n - at < chunk_max ? n - at : chunk_max;
+        MS_TRY(ms_model_forward(m, prompt + at, c, NULL, NULL, MS_LOGITS_ALL, t->logits));
+        for (int64_t r = 0; r < c; r++)
+            ms_k_topk(t->logits + r * t->V, t->V, p->k_pre, topk_pre + (at + r) * p->k_pre, t->topv);
+        if (want_feats) memcpy(feats + at * t->d, ms_model_hidden(m), (size_t)(c * t->d) * sizeof(float));
+        if (at + c == n) memmove(last_logits, t->logits + (c - 1) * t->V, (size_t)t->V * sizeof(float));
+    }
+    return MS_OK;
+}
+
+ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const int32_t *prompt, int64_t n,
+                          const ms_gen_params *p, ms_token_cb cb, void *cb_ctx, ms_gen_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->prompt_tokens = n;
+    st->stop_reason = "max tokens";
+    if (n <= 0) MS_FAIL(MS_ERR_INVALID, "request %llu: empty prompt", (unsigned long long)rid);
+    if (p->k_pre < 0 || p->k_pre > MS_TREE_MAX || p->k_ver < 0 || p->k_ver > MS_TREE_MAX)
+        MS_FAIL(MS_ERR_INVALID, "k_pre %lld / k_ver %lld outside [0, %d]", (long long)p->k_pre, (long long)p->k_ver,
+                MS_TREE_MAX);
+    ms_model *m = t->model;
+    const int64_t V = t->V;
+    if (n >= ms_model_max_ctx(m))
+        MS_FAIL(MS_ERR_RANGE, "request %llu: prompt of %lld tokens leaves no room in a %lld-row context",
+                (unsigned long long)rid, (long long)n, (long long)ms_model_max_ctx(m));
+    for (int64_t i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= V)
+            MS_FAIL(MS_ERR_INVALID, "request %llu: prompt token %d at %lld outside [0, %lld)", (unsigned long long)rid,
+                    prompt[i], (long long)i, (long long)V);
+
+    ms_rng rng;
+    ms_rng_seed(&rng, p->seed);
+    emitter em = {.p = p, .cb = cb, .cb_ctx = cb_ctx, .stats = st};
+    const bool want_feats = draft && draft->wants_features;
+    int32_t *topk_pre = NULL;
+    float *feats = NULL, *root_logits = t->logits + (MS_TREE_MAX - 1) * V;
+    ms_status s = MS_OK;
+    uint64_t t0 = ms_now_ns();
+
+    ms_model_reset(m);
+    if (draft) {
+        topk_pre = ms_malloc((size_t)(n * (p->k_pre > 0 ? p->k_pre : 1)) * sizeof *topk_pre);
+        feats = want_feats ? ms_malloc((size_t)(n * t->d) * sizeof *feats) : NULL;
+        if (!topk_pre || (want_feats && !feats)) {
+            s = MS_ERR_NOMEM;
+            goto out;
+        }
+    }
+    /* The last prompt row's logits land in the tree buffer's last row (a
+     * 64-row chunk already has them there; memmove covers that case). */
+    MS_TRY_GOTO(s, prefill(t, prompt, n, p, draft != NULL, want_feats, topk_pre, feats, root_logits), out);
+    int32_t root = ms_k_sample(root_logits, V, &p->sampling, &rng, t->probs);
+    uint64_t t1 = ms_now_ns();
+    st->prefill_s = (double)(t1 - t0) * 1e-9;
+    if (p->max_new_tokens <= 0) em.done = true;
+    else emit(&em, &root, 1);
+
+    if (draft && !em.done) {
+        ms_msg_begin b = {.request_id = rid, .prompt = prompt, .n_prompt = n, .topk_pre = topk_pre,
+                          .k_pre = p->k_pre, .root = root, .features = feats, .feat_dim = want_feats ? t->d : 0};
+        ms_status ds = draft->begin(draft->ctx, &b);
+        if (ds < 0) drop_draft(&draft, st, rid, "begin", ds);
+    }
+
+    ms_msg_tree tm;
+    int32_t path[MS_TREE_MAX], pos[MS_TREE_MAX];
+    int64_t rows[MS_TREE_MAX];
+    for (int64_t round = 1; !em.done; round++) {
+        const int64_t len0 = ms_model_len(m);
+        if (len0 >= ms_model_max_ctx(m)) {
+            st->stop_reason = "context full";
+            break;
+        }
+        bool spec = false;
+        if (draft) {
+            ms_status ds = draft->draft(draft->ctx, rid, round, &tm);
+            if (ds >= 0) ds = check_tree(&tm, rid, round, root, V);
+            if (ds < 0) drop_draft(&draft, st, rid, "draft", ds);
+            else spec = tm.tree.n > 1 && len0 + tm.tree.n <= ms_model_max_ctx(m);
+        }
+        if (!spec) { /* a one-node tree: plain autoregressive step */
+            tm.tree.n = 1;
+            tm.tree.token[0] = root;
+            tm.tree.parent[0] = -1;
+            tm.tree.depth[0] = 0;
+            tm.tree.mask[0] = 1;
+        }
+        const ms_tree *tree = &tm.tree;
+        for (int64_t i = 0; i < tree->n; i++) pos[i] = (int32_t)(len0 + tree->depth[i]);
+
+        uint64_t a = ms_now_ns();
+        MS_TRY_GOTO(s, ms_model_forward(m, tree->token, tree->n, pos, tree->n > 1 ? tree->mask : NULL, MS_LOGITS_ALL,
+                                        t->logits), out);
+        uint64_t b = ms_now_ns();
+        int32_t bonus;
+        int64_t n_path = ms_tgt_verify_tree(tree, t->logits, V, &p->sampling, &rng, t->probs, path, &bonus);
+        for (int64_t k = 0; k < n_path; k++) rows[k] = path[k];
+        MS_TRY_GOTO(s, ms_model_compact(m, len0, rows, n_path), out);
+
+        st->rounds++;
+        if (spec) {
+            st->spec_rounds++;
+            for (int64_t d = 1; d < n_path; d++) st->accepted_ge[d]++;
+            if (n_path - 1 > st->max_depth) st->max_depth = n_path - 1;
+            st->vocab_sum += tm.stats.vocab_size;
+            if (tm.stats.vocab_size > st->vocab_max) st->vocab_max = tm.stats.vocab_size;
+            st->covered += tm.stats.covered;
+            st->emitted += tm.stats.emitted;
+            st->draft_backbone_s += (double)tm.stats.backbone_ns * 1e-9;
+            st->draft_head_s += (double)tm.stats.head_ns * 1e-9;
+            st->vocab_s += (double)tm.stats.vocab_ns * 1e-9;
+        }
+
+        int32_t out_ids[MS_TREE_MAX + 1];
+        for (int64_t k = 1; k < n_path; k++) out_ids[k - 1] = tree->token[path[k]];
+        out_ids[n_path - 1] = bonus;
+        emit(&em, out_ids, n_path);
+
+        if (draft && !em.done) {
+            for (int64_t k = 0; k < n_path; k++) {
+                ms_k_topk(t->logits + (int64_t)path[k] * V, V, p->k_ver, t->topk + k * p->k_ver, t->topv);
+                if (want_feats)
+                    memcpy(t->feats + k * t->d, ms_model_hidden(m) + (int64_t)path[k] * t->d,
+                           (size_t)t->d * sizeof(float));
+            }
+            ms_msg_verify v = {.request_id = rid, .round = round, .n_path = n_path, .bonus = bonus,
+                               .ver_topk = t->topk, .k_ver = p->k_ver,
+                               .features = want_feats ? t->feats : NULL, .feat_dim = want_feats ? t->d : 0};
+            memcpy(v.path, path, (size_t)n_path * sizeof *path);
+            ms_status ds = draft->accept(draft->ctx, &v);
+            if (ds < 0) drop_draft(&draft, st, rid, "accept", ds);
+        }
+        uint64_t c = ms_now_ns();
+        st->verify_s += (double)(b - a) * 1e-9;
+        st->accept_s += (double)(c - b) * 1e-9;
+        root = bonus;
+    }
+out:
+    if (draft) draft->end(draft->ctx, rid);
+    st->total_s = (double)(ms_now_ns() - t0) * 1e-9;
+    free(topk_pre);
+    free(feats);
+    return s;
+}
