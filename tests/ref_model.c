@@ -446,10 +446,22 @@ ms_status ref_copy_model(const char *src, const char *dst, const char *name, int
             found = true;
         }
     }
+    /* An extra tensor replaces a source tensor of the same name, else is added. */
     for (int64_t i = 0; i < n_extra; i++) {
-        names[n_src + i] = extra_names[i];
-        ts[n_src + i] = extra[i];
+        int64_t at = n;
+        for (int64_t j = 0; j < n && at == n; j++)
+            if (names[j] && !strcmp(names[j], extra_names[i])) at = j;
+        if (at == n) at = n_src + i;
+        names[at] = extra_names[i];
+        ts[at] = extra[i];
     }
+    int64_t kept = 0; /* squeeze out the slots of extras that replaced */
+    for (int64_t j = 0; j < n; j++)
+        if (names[j]) {
+            names[kept] = names[j];
+            ts[kept++] = ts[j];
+        }
+    n = kept;
     if (!found) {
         st = MS_ERR_NOT_FOUND;
         goto done;

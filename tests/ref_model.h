@@ -51,7 +51,8 @@ int ref_run_tool(const char *tool, const char *dir, const char *args);
  * (in the tensor's own dtype). */
 ms_status ref_copy_perturbed(const char *src, const char *dst, const char *name, int64_t index, double delta);
 /* The general form: name may be NULL (no perturbation); n_extra tensors
- * (names and views, not copied) are added to the written file. */
+ * (names and views, not copied) are added to the written file; one with the
+ * name of a source tensor replaces it. */
 ms_status ref_copy_model(const char *src, const char *dst, const char *name, int64_t index, double delta,
                          int64_t n_extra, const char *const *extra_names, const ms_tensor *extra);
 

@@ -178,8 +178,9 @@ static void negative_checks(const char *root, const char *dir, const char *args,
 
 /* HF semantics: LlamaAttention and Qwen3Attention build o_proj with
  * bias=config.attention_bias (Qwen2 never has one). A checkpoint that carries
- * self_attn.o_proj.bias must have it applied. The model maker writes q/k/v
- * biases only, so the o_proj biases are added here. */
+ * self_attn.o_proj.bias must have it applied: here the maker's o_proj biases
+ * are replaced by other values, and the engine must follow the reference of
+ * the copy, not of the original. */
 static void check_o_proj_bias(const char *root, const char *name, const char *args) {
     char base[512], with[600];
     if (ref_make_model(root, name, args, base, sizeof base) != MS_OK) {

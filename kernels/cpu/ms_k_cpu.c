@@ -11,6 +11,14 @@
 #include <math.h>
 #include <string.h>
 
+/* Hot loops are compiled for AVX-512 / AVX2 / baseline and picked at run time
+ * (GCC and clang function multi-versioning); the arithmetic is the same. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define MS_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MS_HOT
+#endif
+
 void ms_k_cpu_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
 
 /* y[n,m] = x[n,k] · W[m,k]ᵀ (+ b). */
@@ -31,7 +39,7 @@ static void cpu_linear(void *ctx, void *yv, const void *xv, const void *wv, cons
 }
 
 /* y = x / sqrt(mean(x²) + eps) · w, per row of d. */
-static void cpu_rmsnorm(void *ctx, void *yv, const void *xv, const void *wv, int64_t n, int64_t d, float eps) {
+MS_HOT static void cpu_rmsnorm(void *ctx, void *yv, const void *xv, const void *wv, int64_t n, int64_t d, float eps) {
     float *y = yv;
     const float *x = xv, *w = wv;
     for (int64_t r = 0; r < n; r++) {
@@ -71,9 +79,34 @@ static void cpu_rope(void *ctx, void *xv, int64_t n, int64_t n_heads, int64_t hd
     }
 }
 
-/* Causal / tree-masked GQA attention over a KV cache (see ms_k_attn_shape). */
-static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv, const void *vcv,
-                          const ms_k_attn_shape *s, const uint64_t *mask, float *att) {
+
+/* e^x for x ≤ 0 as a pure-arithmetic polynomial so loops over it vectorise:
+ * x = n·ln2 + r, |r| ≤ ln2/2, e^r by a degree-6 Taylor/Horner polynomial
+ * (relative error < 2e-7 on the range), 2^n through the exponent bits.
+ * Inputs below −87 flush to 0 (callers zero masked entries themselves). */
+static inline float exp_neg(float x) {
+    if (x < -87.0f) x = -87.0f;
+    float n = __builtin_roundf(x * 1.44269504088896341f);
+    float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union {
+        float f;
+        int32_t i;
+    } s = {.i = ((int32_t)n + 127) << 23};
+    return p * s.f;
+}
+
+/* Causal / tree-masked GQA attention over a KV cache (see ms_k_attn_shape).
+ * Per query row and head: scores over all candidate rows, masked ones set
+ * to −inf, softmax, weighted sum of V rows. */
+MS_HOT static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv, const void *vcv,
+                                 const ms_k_attn_shape *s, const uint64_t *mask, float *att) {
     float *out = outv;
     const float *q = qv, *kc = kcv, *vc = vcv;
     const int64_t hd = s->head_dim, kv_dim = s->n_kv_heads * hd, group = s->n_heads / s->n_kv_heads;
@@ -81,44 +114,42 @@ static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv
     MS_ASSERT(!mask || (s->mask_back >= 0 && s->mask_back <= s->ctx && s->mask_back + s->n_q <= 64));
     const int64_t base = mask ? s->ctx - s->mask_back : s->ctx; /* first row the mask governs */
     for (int64_t i = 0; i < s->n_q; i++) {
-        const int64_t n_rows = s->ctx + s->n_q; /* rows [0, n_rows) are candidates */
+        /* Rows past the last visible one never count: causal rows > ctx + i,
+         * masked rows past the highest set bit. */
+        const int64_t n_rows = mask ? base + (64 - __builtin_clzll(mask[i] | 1)) : s->ctx + i + 1;
         for (int64_t h = 0; h < s->n_heads; h++) {
             const float *qh = q + (i * s->n_heads + h) * hd;
-            const int64_t kvh = h / group;
+            const float *kh = kc + (h / group) * hd, *vh = vc + (h / group) * hd;
             float mx = -INFINITY;
             for (int64_t t = 0; t < n_rows; t++) {
-                int64_t j = t - base; /* row inside the masked region, or < 0 */
-                bool visible = j < 0 || (mask ? ((mask[i] >> j) & 1u) != 0 : j <= i);
-                if (!visible) {
-                    att[t] = -INFINITY;
-                    continue;
-                }
-                const float *kt = kc + t * kv_dim + kvh * hd;
+                const float *kt = kh + t * kv_dim;
                 float dot = 0.0f;
                 for (int64_t e = 0; e < hd; e++) dot += qh[e] * kt[e];
                 att[t] = dot * s->scale;
-                if (att[t] > mx) mx = att[t];
             }
+            if (mask)
+                for (int64_t t = base; t < n_rows; t++)
+                    if (!((mask[i] >> (t - base)) & 1u)) att[t] = -INFINITY;
+            for (int64_t t = 0; t < n_rows; t++) mx = att[t] > mx ? att[t] : mx;
             float sum = 0.0f;
             for (int64_t t = 0; t < n_rows; t++) {
-                float e = att[t] == -INFINITY ? 0.0f : expf(att[t] - mx);
+                float e = att[t] == -INFINITY ? 0.0f : exp_neg(att[t] - mx);
                 att[t] = e;
                 sum += e;
             }
             float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
             float *oh = out + (i * s->n_heads + h) * hd;
-            memset(oh, 0, (size_t)hd * sizeof *oh);
+            for (int64_t e = 0; e < hd; e++) oh[e] = 0.0f;
             for (int64_t t = 0; t < n_rows; t++) {
-                if (att[t] == 0.0f) continue;
-                float p = att[t] * inv;
-                const float *vt = vc + t * kv_dim + kvh * hd;
+                const float p = att[t] * inv;
+                const float *vt = vh + t * kv_dim;
                 for (int64_t e = 0; e < hd; e++) oh[e] += p * vt[e];
             }
         }
     }
 }
 
-static void cpu_silu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {
+MS_HOT static void cpu_silu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {
     float *y = yv;
     const float *g = gv, *u = uv;
     for (int64_t i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];

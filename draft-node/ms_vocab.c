@@ -1,0 +1,535 @@
+/* ms_vocab.c — full / static (FR-Spec) / dynamic (MicroSpec) draft
+ * vocabularies. See ms_vocab.h and DESIGN.md §5 for the definitions. */
+#include "ms_vocab.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ms_vocab {
+    ms_vocab_mode mode;
+    const float *W; /* [V, d], not owned, may be NULL (static/dynamic) */
+    int64_t V, d;
+
+    /* Packed rows (static, dynamic). cap = K (static) or W_max (dynamic);
+     * the first n rows are live: n = K (static) or |I| (dynamic). */
+    int64_t cap, n;
+    float *rows;      /* [cap, d], owned; NULL when W is NULL */
+    int32_t *id_of;   /* [cap] slot → id */
+    int32_t *slot_of; /* [V] id → slot, −1 if absent */
+
+    /* Dynamic: the last W_max stream entries, oldest at ring[head]. */
+    int32_t *ring; /* [cap] */
+    int64_t head, ring_n;
+    int32_t *count; /* [V] occurrences of each id in the ring */
+
+    /* Dynamic: dedup stamps for the unions of init_stream / append_round.
+     * An id is "seen" in the current union iff mark[id] == epoch, so starting
+     * a union costs O(1), not O(V). */
+    uint32_t *mark; /* [V] */
+    uint32_t epoch;
+
+    /* Dynamic: slots whose row changed since the last take (each once). */
+    uint8_t *dirty;       /* [cap] */
+    int32_t *dirty_slots; /* [cap] */
+    int64_t n_dirty;
+    int32_t *take_slots, *take_ids; /* [cap], filled by ms_vocab_take_entering */
+
+    ms_vocab_counters ctr;
+};
+
+static ms_status check_shape(const char *what, int64_t V, int64_t d) {
+    if (V < 1 || V > INT32_MAX) MS_FAIL(MS_ERR_INVALID, "%s: vocabulary size V=%lld out of [1, INT32_MAX]", what, (long long)V);
+    if (d < 1) MS_FAIL(MS_ERR_INVALID, "%s: row width d=%lld must be ≥ 1", what, (long long)d);
+    size_t bytes;
+    if (!ms_mul_size((size_t)V, (size_t)d, &bytes) || !ms_mul_size(bytes, sizeof(float), &bytes))
+        MS_FAIL(MS_ERR_INVALID, "%s: V·d overflows", what);
+    return MS_OK;
+}
+
+/* Allocate v->rows [cap, d] (only when W is given). */
+static ms_status alloc_rows(ms_vocab *v) {
+    if (!v->W) return MS_OK;
+    size_t bytes;
+    if (!ms_mul_size((size_t)v->cap, (size_t)v->d, &bytes) || !ms_mul_size(bytes, sizeof(float), &bytes))
+        MS_FAIL(MS_ERR_INVALID, "vocab: %lld rows of width %lld overflow", (long long)v->cap, (long long)v->d);
+    v->rows = ms_malloc(bytes);
+    return v->rows ? MS_OK : MS_ERR_NOMEM;
+}
+
+/* The one place a row is copied from W into the packed buffer: rows[slot] = W[id].
+ * (A CUDA backend replaces this with an asynchronous gather on a copy stream,
+ * driven by ms_vocab_take_entering.) */
+static void gather_row(ms_vocab *v, int64_t slot, int32_t id) {
+    if (!v->rows) return;
+    size_t row = (size_t)v->d * sizeof(float);
+    memcpy(v->rows + (size_t)slot * (size_t)v->d, v->W + (size_t)id * (size_t)v->d, row);
+}
+
+static void move_row(ms_vocab *v, int64_t dst, int64_t src) {
+    if (!v->rows) return;
+    size_t row = (size_t)v->d * sizeof(float);
+    memcpy(v->rows + (size_t)dst * (size_t)v->d, v->rows + (size_t)src * (size_t)v->d, row);
+}
+
+static ms_vocab *vocab_alloc(ms_vocab_mode mode, const float *W, int64_t V, int64_t d) {
+    ms_vocab *v = ms_calloc(1, sizeof *v);
+    if (!v) return NULL;
+    v->mode = mode;
+    v->W = W;
+    v->V = V;
+    v->d = d;
+    return v;
+}
+
+ms_status ms_vocab_new_full(const float *W, int64_t V, int64_t d, ms_vocab **out) {
+    MS_ASSERT(out);
+    *out = NULL;
+    MS_TRY(check_shape("vocab full", V, d));
+    ms_vocab *v = vocab_alloc(MS_VOCAB_FULL, W, V, d);
+    if (!v) return MS_ERR_NOMEM;
+    v->cap = v->n = V;
+    *out = v;
+    return MS_OK;
+}
+
+ms_status ms_vocab_new_static(const float *W, int64_t V, int64_t d, const int32_t *ids, int64_t k, ms_vocab **out) {
+    MS_ASSERT(out);
+    *out = NULL;
+    MS_TRY(check_shape("vocab static", V, d));
+    if (k < 1 || k > V) MS_FAIL(MS_ERR_INVALID, "vocab static: K=%lld out of [1, V=%lld]", (long long)k, (long long)V);
+    MS_ASSERT(ids);
+    ms_vocab *v = vocab_alloc(MS_VOCAB_STATIC, W, V, d);
+    if (!v) return MS_ERR_NOMEM;
+    ms_status st = MS_ERR_NOMEM;
+    v->cap = k;
+    v->id_of = ms_malloc((size_t)k * sizeof(int32_t));
+    v->slot_of = ms_malloc((size_t)V * sizeof(int32_t));
+    if (!v->id_of || !v->slot_of) goto fail;
+    MS_TRY_GOTO(st, alloc_rows(v), fail);
+    memset(v->slot_of, 0xff, (size_t)V * sizeof(int32_t)); /* all −1 */
+    for (int64_t r = 0; r < k; r++) {
+        int32_t id = ids[r];
+        if (id < 0 || id >= V) {
+            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "vocab static: id %d at position %lld out of [0, %lld)", id,
+                       (long long)r, (long long)V);
+            st = MS_ERR_INVALID;
+            goto fail;
+        }
+        if (v->slot_of[id] >= 0) {
+            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "vocab static: id %d repeated at positions %d and %lld", id,
+                       v->slot_of[id], (long long)r);
+            st = MS_ERR_INVALID;
+            goto fail;
+        }
+        v->slot_of[id] = (int32_t)r;
+        v->id_of[r] = id;
+        gather_row(v, r, id); /* packed once, at creation */
+    }
+    v->n = k;
+    *out = v;
+    return MS_OK;
+fail:
+    ms_vocab_free(&v);
+    return st;
+}
+
+ms_status ms_vocab_new_dynamic(const float *W, int64_t V, int64_t d, int64_t w_max, ms_vocab **out) {
+    MS_ASSERT(out);
+    *out = NULL;
+    MS_TRY(check_shape("vocab dynamic", V, d));
+    if (w_max < 1 || w_max > INT32_MAX)
+        MS_FAIL(MS_ERR_INVALID, "vocab dynamic: W_max=%lld out of [1, INT32_MAX]", (long long)w_max);
+    ms_vocab *v = vocab_alloc(MS_VOCAB_DYNAMIC, W, V, d);
+    if (!v) return MS_ERR_NOMEM;
+    ms_status st = MS_ERR_NOMEM;
+    v->cap = w_max;
+    size_t cap = (size_t)w_max, nv = (size_t)V;
+    v->id_of = ms_malloc(cap * sizeof(int32_t));
+    v->ring = ms_malloc(cap * sizeof(int32_t));
+    v->dirty = ms_calloc(cap, 1);
+    v->dirty_slots = ms_malloc(cap * sizeof(int32_t));
+    v->take_slots = ms_malloc(cap * sizeof(int32_t));
+    v->take_ids = ms_malloc(cap * sizeof(int32_t));
+    v->slot_of = ms_malloc(nv * sizeof(int32_t));
+    v->count = ms_calloc(nv, sizeof(int32_t));
+    v->mark = ms_calloc(nv, sizeof(uint32_t));
+    if (!v->id_of || !v->ring || !v->dirty || !v->dirty_slots || !v->take_slots || !v->take_ids || !v->slot_of ||
+        !v->count || !v->mark)
+        goto fail;
+    MS_TRY_GOTO(st, alloc_rows(v), fail);
+    memset(v->slot_of, 0xff, nv * sizeof(int32_t)); /* all −1 */
+    *out = v;
+    return MS_OK;
+fail:
+    ms_vocab_free(&v);
+    return st;
+}
+
+void ms_vocab_free(ms_vocab **pv) {
+    if (!pv || !*pv) return;
+    ms_vocab *v = *pv;
+    free(v->rows);
+    free(v->id_of);
+    free(v->slot_of);
+    free(v->ring);
+    free(v->count);
+    free(v->mark);
+    free(v->dirty);
+    free(v->dirty_slots);
+    free(v->take_slots);
+    free(v->take_ids);
+    free(v);
+    *pv = NULL;
+}
+
+ms_vocab_mode ms_vocab_mode_of(const ms_vocab *v) { return v->mode; }
+
+const char *ms_vocab_mode_name(ms_vocab_mode mode) {
+    switch (mode) {
+    case MS_VOCAB_FULL: return "full";
+    case MS_VOCAB_STATIC: return "static";
+    case MS_VOCAB_DYNAMIC: return "dynamic";
+    }
+    return "?";
+}
+
+int64_t ms_vocab_vocab_size(const ms_vocab *v) { return v->V; }
+int64_t ms_vocab_dim(const ms_vocab *v) { return v->d; }
+int64_t ms_vocab_w_max(const ms_vocab *v) { return v->cap; }
+
+/* ---- dynamic window ------------------------------------------------------ */
+
+static void mark_dirty(ms_vocab *v, int64_t slot) {
+    if (v->dirty[slot]) return;
+    v->dirty[slot] = 1;
+    v->dirty_slots[v->n_dirty++] = (int32_t)slot;
+}
+
+/* count 0 → 1: the id enters the window at slot |I|. */
+static void window_enter(ms_vocab *v, int32_t id) {
+    int64_t s = v->n++;
+    v->slot_of[id] = (int32_t)s;
+    v->id_of[s] = id;
+    gather_row(v, s, id);
+    mark_dirty(v, s);
+    v->ctr.gathered++;
+}
+
+/* One occurrence of id leaves the ring; at count 0 the id leaves the window
+ * and the last active slot refills its slot (swap-remove). */
+static void window_release(ms_vocab *v, int32_t id) {
+    if (--v->count[id] > 0) return;
+    int64_t s = v->slot_of[id], last = v->n - 1;
+    if (s != last) {
+        int32_t moved = v->id_of[last];
+        move_row(v, s, last);
+        v->id_of[s] = moved;
+        v->slot_of[moved] = (int32_t)s;
+        mark_dirty(v, s);
+        v->ctr.moved++;
+    }
+    v->slot_of[id] = -1;
+    v->n--;
+}
+
+/* Append one validated entry: O(1) + O(d) per row gathered or moved. */
+static void stream_push(ms_vocab *v, int32_t id) {
+    v->ctr.appended++;
+    if (v->ring_n == v->cap) {
+        /* Full ring: the oldest entry leaves first, so |I| ≤ W_max holds
+         * throughout. Replacing an id by itself changes nothing. */
+        int32_t old = v->ring[v->head];
+        v->ring[v->head] = id;
+        if (++v->head == v->cap) v->head = 0;
+        if (old == id) return;
+        window_release(v, old);
+    } else {
+        int64_t pos = v->head + v->ring_n;
+        if (pos >= v->cap) pos -= v->cap;
+        v->ring[pos] = id;
+        v->ring_n++;
+    }
+    if (v->count[id]++ == 0) window_enter(v, id);
+}
+
+static ms_status check_ids(const ms_vocab *v, const char *what, const int32_t *ids, int64_t n) {
+    if (n < 0) MS_FAIL(MS_ERR_INVALID, "vocab %s: negative count %lld", what, (long long)n);
+    if (n > 0 && !ids) MS_FAIL(MS_ERR_INVALID, "vocab %s: %lld ids but no array", what, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= v->V)
+            MS_FAIL(MS_ERR_INVALID, "vocab %s: id %d at index %lld out of [0, %lld)", what, ids[i], (long long)i,
+                    (long long)v->V);
+    return MS_OK;
+}
+
+/* Start a new dedup union: ids stamped with the new epoch are "seen". */
+static void union_begin(ms_vocab *v) {
+    if (++v->epoch == 0) { /* wrapped after 2^32 unions: clear once */
+        memset(v->mark, 0, (size_t)v->V * sizeof(uint32_t));
+        v->epoch = 1;
+    }
+}
+
+/* Push id unless this union already pushed it. */
+static void union_push(ms_vocab *v, int32_t id) {
+    if (v->mark[id] == v->epoch) return;
+    v->mark[id] = v->epoch;
+    stream_push(v, id);
+}
+
+void ms_vocab_reset(ms_vocab *v) {
+    if (v->mode != MS_VOCAB_DYNAMIC) return;
+    /* O(W_max + |I|): walk the ring and the active slots, never V. */
+    for (int64_t i = 0, pos = v->head; i < v->ring_n; i++) {
+        v->count[v->ring[pos]] = 0;
+        if (++pos == v->cap) pos = 0;
+    }
+    for (int64_t s = 0; s < v->n; s++) v->slot_of[v->id_of[s]] = -1;
+    for (int64_t i = 0; i < v->n_dirty; i++) v->dirty[v->dirty_slots[i]] = 0;
+    v->n_dirty = 0;
+    v->n = v->ring_n = v->head = 0;
+}
+
+ms_status ms_vocab_append(ms_vocab *v, const int32_t *ids, int64_t n) {
+    if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
+    MS_TRY(check_ids(v, "append", ids, n));
+    for (int64_t i = 0; i < n; i++) stream_push(v, ids[i]);
+    return MS_OK;
+}
+
+ms_status ms_vocab_init_stream(ms_vocab *v, const int32_t *prompt, int64_t n_prompt, const int32_t *topk_pre,
+                               int64_t k_pre) {
+    if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
+    if (k_pre < 0) MS_FAIL(MS_ERR_INVALID, "vocab init_stream: negative K_pre %lld", (long long)k_pre);
+    MS_TRY(check_ids(v, "init_stream prompt", prompt, n_prompt));
+    size_t n_pre;
+    if (!ms_mul_size((size_t)n_prompt, (size_t)k_pre, &n_pre) || n_pre > INT64_MAX)
+        MS_FAIL(MS_ERR_INVALID, "vocab init_stream: n_prompt·K_pre overflows");
+    MS_TRY(check_ids(v, "init_stream top-K_pre", topk_pre, (int64_t)n_pre));
+    ms_vocab_reset(v);
+    for (int64_t i = 0; i < n_prompt; i++) stream_push(v, prompt[i]);
+    union_begin(v);
+    for (size_t i = 0; i < n_pre; i++) union_push(v, topk_pre[i]);
+    return MS_OK;
+}
+
+ms_status ms_vocab_append_round(ms_vocab *v, const int32_t *tree_ids, int64_t n_tree, const int32_t *ver_topk,
+                                int64_t n_path, int64_t k_ver) {
+    if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
+    if (n_path < 0 || k_ver < 0)
+        MS_FAIL(MS_ERR_INVALID, "vocab append_round: negative path length %lld or K_ver %lld", (long long)n_path,
+                (long long)k_ver);
+    MS_TRY(check_ids(v, "append_round tree", tree_ids, n_tree));
+    size_t n_ver;
+    if (!ms_mul_size((size_t)n_path, (size_t)k_ver, &n_ver) || n_ver > INT64_MAX)
+        MS_FAIL(MS_ERR_INVALID, "vocab append_round: n_path·K_ver overflows");
+    MS_TRY(check_ids(v, "append_round C_ver", ver_topk, (int64_t)n_ver));
+    union_begin(v); /* C_draft: distinct tree ids in node order */
+    for (int64_t i = 0; i < n_tree; i++) union_push(v, tree_ids[i]);
+    union_begin(v); /* C_ver: deduplicated within itself only */
+    for (size_t i = 0; i < n_ver; i++) union_push(v, ver_topk[i]);
+    return MS_OK;
+}
+
+ms_status ms_vocab_append_distinct(ms_vocab *v, const int32_t *ids, int64_t n) {
+    if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
+    MS_TRY(check_ids(v, "append_distinct", ids, n));
+    union_begin(v);
+    for (int64_t i = 0; i < n; i++) union_push(v, ids[i]);
+    return MS_OK;
+}
+
+void ms_vocab_rows(const ms_vocab *v, const float **rows, int64_t *n, const int32_t **id_of) {
+    if (rows) *rows = v->mode == MS_VOCAB_FULL ? v->W : v->rows;
+    if (n) *n = v->n;
+    if (id_of) *id_of = v->mode == MS_VOCAB_FULL ? NULL : v->id_of;
+}
+
+int64_t ms_vocab_size(const ms_vocab *v) { return v->n; }
+
+int64_t ms_vocab_slot_of(const ms_vocab *v, int32_t id) {
+    if (id < 0 || id >= v->V) return -1;
+    return v->mode == MS_VOCAB_FULL ? id : v->slot_of[id];
+}
+
+bool ms_vocab_contains(const ms_vocab *v, int32_t id) { return ms_vocab_slot_of(v, id) >= 0; }
+
+int32_t ms_vocab_id_at(const ms_vocab *v, int64_t slot) {
+    if (slot < 0 || slot >= v->n) return -1;
+    return v->mode == MS_VOCAB_FULL ? (int32_t)slot : v->id_of[slot];
+}
+
+void ms_vocab_take_entering(ms_vocab *v, const int32_t **slots, const int32_t **ids, int64_t *n) {
+    int64_t m = 0;
+    if (v->mode == MS_VOCAB_DYNAMIC) {
+        for (int64_t i = 0; i < v->n_dirty; i++) {
+            int32_t s = v->dirty_slots[i];
+            v->dirty[s] = 0;
+            if (s >= v->n) continue; /* vacated since: nothing to gather */
+            v->take_slots[m] = s;
+            v->take_ids[m] = v->id_of[s];
+            m++;
+        }
+        v->n_dirty = 0;
+    }
+    if (slots) *slots = v->take_slots;
+    if (ids) *ids = v->take_ids;
+    if (n) *n = m;
+}
+
+ms_vocab_counters ms_vocab_counters_get(const ms_vocab *v) { return v->ctr; }
+
+/* ---- static lists --------------------------------------------------------- */
+
+typedef struct {
+    int64_t count;
+    int32_t id;
+} rank_entry;
+
+/* Descending count, ties by lower id: a total order, so qsort's result is unique. */
+static int rank_cmp(const void *pa, const void *pb) {
+    const rank_entry *a = pa, *b = pb;
+    if (a->count != b->count) return a->count > b->count ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+ms_status ms_vocab_rank_counts(const int64_t *counts, int64_t V, const int32_t *eos, int64_t n_eos, int64_t k,
+                               int32_t *out) {
+    if (V < 1 || V > INT32_MAX) MS_FAIL(MS_ERR_INVALID, "vocab rank: V=%lld out of [1, INT32_MAX]", (long long)V);
+    if (k < 1 || k > V) MS_FAIL(MS_ERR_INVALID, "vocab rank: K=%lld out of [1, V=%lld]", (long long)k, (long long)V);
+    if (n_eos < 0 || (n_eos > 0 && !eos)) MS_FAIL(MS_ERR_INVALID, "vocab rank: bad forced id list");
+    for (int64_t i = 0; i < n_eos; i++)
+        if (eos[i] < 0 || eos[i] >= V)
+            MS_FAIL(MS_ERR_INVALID, "vocab rank: forced id %d out of [0, %lld)", eos[i], (long long)V);
+    uint8_t *forced = ms_calloc((size_t)V, 1);
+    rank_entry *e = ms_malloc((size_t)V * sizeof *e);
+    if (!forced || !e) {
+        free(forced);
+        free(e);
+        return MS_ERR_NOMEM;
+    }
+    int64_t m = 0;
+    ms_status st = MS_OK;
+    for (int64_t i = 0; i < n_eos; i++) {
+        if (forced[eos[i]]) continue;
+        if (m == k) {
+            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "vocab rank: more than K=%lld distinct forced ids",
+                       (long long)k);
+            st = MS_ERR_INVALID;
+            goto done;
+        }
+        forced[eos[i]] = 1;
+        out[m++] = eos[i];
+    }
+    int64_t ne = 0;
+    for (int64_t id = 0; id < V; id++)
+        if (!forced[id]) e[ne++] = (rank_entry){counts[id] > 0 ? counts[id] : 0, (int32_t)id};
+    qsort(e, (size_t)ne, sizeof *e, rank_cmp);
+    for (int64_t i = 0; m < k; i++) out[m++] = e[i].id; /* ne ≥ k − m since k ≤ V */
+done:
+    free(forced);
+    free(e);
+    return st;
+}
+
+#define LIST_MAGIC "# microspec-vocab v1 k="
+
+ms_status ms_vocab_save_list(const char *path, const int32_t *ids, int64_t k) {
+    if (k < 0 || (k > 0 && !ids)) MS_FAIL(MS_ERR_INVALID, "vocab save %s: bad list", path);
+    size_t cap;
+    if (!ms_mul_size((size_t)k + 1, 16, &cap)) MS_FAIL(MS_ERR_INVALID, "vocab save %s: list too long", path);
+    cap += sizeof LIST_MAGIC + 32;
+    char *buf = ms_malloc(cap);
+    if (!buf) return MS_ERR_NOMEM;
+    size_t len = (size_t)snprintf(buf, cap, LIST_MAGIC "%lld\n", (long long)k);
+    for (int64_t i = 0; i < k; i++) len += (size_t)snprintf(buf + len, cap - len, "%d\n", ids[i]);
+    ms_status st = ms_write_file_atomic(path, buf, len);
+    free(buf);
+    return st;
+}
+
+/* Parse a decimal in [0, limit) from [p, end); false on anything else. */
+static bool parse_dec(const char *p, const char *end, int64_t limit, int64_t *val) {
+    if (p == end || end - p > 18) return false; /* no overflow below */
+    int64_t x = 0;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9') return false;
+        x = x * 10 + (*p - '0');
+    }
+    if (x >= limit) return false;
+    *val = x;
+    return true;
+}
+
+ms_status ms_vocab_parse_list(const char *text, size_t len, const char *name, int64_t V, int32_t **ids_out,
+                              int64_t *k_out) {
+    MS_ASSERT(ids_out && k_out);
+    *ids_out = NULL;
+    *k_out = 0;
+    if (V < 1 || V > INT32_MAX) MS_FAIL(MS_ERR_INVALID, "%s: vocabulary size V=%lld out of range", name, (long long)V);
+    const char *p = text, *end = text + len;
+    const char *nl = memchr(p, '\n', len);
+    const char *eol = nl ? nl : end;
+    size_t magic = sizeof LIST_MAGIC - 1;
+    int64_t k;
+    if ((size_t)(eol - p) < magic || memcmp(p, LIST_MAGIC, magic) != 0)
+        MS_FAIL(MS_ERR_FORMAT, "%s:1: header is not \"" LIST_MAGIC "K\"", name);
+    if (!parse_dec(p + magic, eol, V + 1, &k) || k < 1)
+        MS_FAIL(MS_ERR_FORMAT, "%s:1: k must be a decimal in [1, V=%lld]", name, (long long)V);
+    if (!nl) MS_FAIL(MS_ERR_FORMAT, "%s:1: header has no line end", name);
+    p = nl + 1;
+    int32_t *ids = ms_malloc((size_t)k * sizeof(int32_t));
+    uint8_t *seen = ms_calloc((size_t)(V + 7) / 8, 1);
+    if (!ids || !seen) {
+        free(ids);
+        free(seen);
+        return MS_ERR_NOMEM;
+    }
+    ms_status st = MS_ERR_FORMAT;
+    for (int64_t i = 0; i < k; i++) {
+        long long line = (long long)i + 2;
+        if (p >= end) {
+            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s:%lld: file ends after %lld ids, header says k=%lld",
+                       name, line, (long long)i, (long long)k);
+            goto fail;
+        }
+        nl = memchr(p, '\n', (size_t)(end - p));
+        eol = nl ? nl : end;
+        int64_t id;
+        if (!parse_dec(p, eol, V, &id)) {
+            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s:%lld: expected a token id in [0, %lld)", name, line,
+                       (long long)V);
+            goto fail;
+        }
+        if (seen[id >> 3] & (1u << (id & 7))) {
+            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s:%lld: id %lld repeated", name, line, (long long)id);
+            goto fail;
+        }
+        seen[id >> 3] |= (uint8_t)(1u << (id & 7));
+        ids[i] = (int32_t)id;
+        p = nl ? nl + 1 : end;
+    }
+    if (p < end) {
+        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s:%lld: more lines than the header's k=%lld", name,
+                   (long long)k + 2, (long long)k);
+        goto fail;
+    }
+    free(seen);
+    *ids_out = ids;
+    *k_out = k;
+    return MS_OK;
+fail:
+    free(ids);
+    free(seen);
+    return st;
+}
+
+ms_status ms_vocab_load_list(const char *path, int64_t V, int32_t **ids, int64_t *k) {
+    char *text;
+    size_t len;
+    MS_TRY(ms_read_file(path, &text, &len));
+    ms_status st = ms_vocab_parse_list(text, len, path, V, ids, k);
+    free(text);
+    return st;
+}

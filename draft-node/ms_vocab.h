@@ -1,0 +1,137 @@
+/* ms_vocab.h — the draft's vocabulary modes (DESIGN.md §5): which rows of the
+ * LM head W [V, d] the draft's LM-head GEMM runs over, and how result slots map
+ * back to token ids.
+ *
+ *  - full:    all V rows; rows = W itself, slot == id.
+ *  - static:  FR-Spec (eagle2-frspec-notes.md §3): a fixed list of K distinct
+ *             ids; their rows are packed once into an owned [K, d] buffer,
+ *             slot r = the r-th id of the list.
+ *  - dynamic: MicroSpec. A stream S of token ids; the window
+ *             I = Unique(Suffix(S, W_max)), the distinct ids among the last
+ *             W_max entries. Kept incrementally: a ring of the last W_max
+ *             entries, a per-id count of its occurrences in the ring
+ *             (id ∈ I ⇔ count > 0), slot_of[V] / id_of[W_max] and a packed
+ *             [W_max, d] row buffer whose first |I| rows are the window's rows.
+ *             An id entering gets slot |I| and its row gathered from W; an id
+ *             leaving has its slot refilled from the last active slot
+ *             (swap-remove), so rows stay dense. Work per appended entry is
+ *             O(1) + O(d) per row moved, never O(V); reset is O(W_max + |I|).
+ *
+ * Ownership: the vocabulary never owns W (W must outlive it); it owns its
+ * packed rows, maps and ring. W may be NULL for static/dynamic: then only the
+ * maps are kept, ms_vocab_rows gives rows = NULL, and a device backend gathers
+ * rows itself from ms_vocab_take_entering. Nothing is allocated after
+ * creation (append, reset, init_stream and append_round never allocate).
+ * Not thread-safe; one vocabulary per draft request stream.
+ */
+#ifndef MS_VOCAB_H
+#define MS_VOCAB_H
+
+#include "ms_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MS_VOCAB_FULL = 0, MS_VOCAB_STATIC, MS_VOCAB_DYNAMIC } ms_vocab_mode;
+
+typedef struct ms_vocab ms_vocab;
+
+/* Create a vocabulary over W [V, d] (f32, row i = token id i).
+ * V in [1, INT32_MAX], d ≥ 1. Errors: MS_ERR_INVALID (bad argument, logged),
+ * MS_ERR_NOMEM. */
+ms_status ms_vocab_new_full(const float *W, int64_t V, int64_t d, ms_vocab **out);
+/* ids [k]: distinct, 0 ≤ id < V, 1 ≤ k ≤ V. The list is copied. */
+ms_status ms_vocab_new_static(const float *W, int64_t V, int64_t d, const int32_t *ids, int64_t k, ms_vocab **out);
+/* w_max in [1, INT32_MAX]. Allocates the O(V) maps and the [w_max, d] rows once. */
+ms_status ms_vocab_new_dynamic(const float *W, int64_t V, int64_t d, int64_t w_max, ms_vocab **out);
+/* Frees and sets *v = NULL. NULL and *v == NULL are no-ops. */
+void ms_vocab_free(ms_vocab **v);
+
+ms_vocab_mode ms_vocab_mode_of(const ms_vocab *v);
+const char *ms_vocab_mode_name(ms_vocab_mode mode); /* "full" / "static" / "dynamic" */
+int64_t ms_vocab_vocab_size(const ms_vocab *v);     /* V */
+int64_t ms_vocab_dim(const ms_vocab *v);            /* d */
+int64_t ms_vocab_w_max(const ms_vocab *v);          /* dynamic: W_max; static: K; full: V */
+
+/* Dynamic: empty the stream (and the window) in O(W_max + |I|); the work
+ * counters are kept, the entering list is emptied. Full/static: no-op. */
+void ms_vocab_reset(ms_vocab *v);
+
+/* Dynamic: append stream entries in order. All ids are validated first
+ * (0 ≤ id < V, else MS_ERR_INVALID and nothing is appended).
+ * Full/static: no-op returning MS_OK. */
+ms_status ms_vocab_append(ms_vocab *v, const int32_t *ids, int64_t n);
+
+/* Dynamic: reset, then append S_init (DESIGN §5): the prompt ids in order (not
+ * deduplicated), then for each prompt position in order its top-K_pre ids
+ * (topk_pre [n_prompt, k_pre], row-major, best first) as a union: an id this
+ * union has already appended is not appended again. topk_pre may be NULL when
+ * k_pre == 0. Validated first as ms_vocab_append. Full/static: no-op. */
+ms_status ms_vocab_init_stream(ms_vocab *v, const int32_t *prompt, int64_t n_prompt, const int32_t *topk_pre,
+                               int64_t k_pre);
+
+/* Dynamic: the stream additions of one round (DESIGN §4/§5): C_draft = the
+ * distinct ids of tree_ids [n_tree] in node order, then C_ver = the top-K_ver
+ * target ids at each node of the accepted path (ver_topk [n_path, k_ver],
+ * row-major, in path order), deduplicated within C_ver (not against C_draft).
+ * Validated first as ms_vocab_append. Full/static: no-op. */
+ms_status ms_vocab_append_round(ms_vocab *v, const int32_t *tree_ids, int64_t n_tree, const int32_t *ver_topk,
+                                int64_t n_path, int64_t k_ver);
+
+/* Dynamic: append the distinct ids of ids [n] in first-occurrence order (one
+ * union; ms_vocab_append_round is two of them). For the `sync` pipeline
+ * (DESIGN §6), which appends C_draft when it drafts and C_ver when the verify
+ * result arrives. Validated first. Full/static: no-op. */
+ms_status ms_vocab_append_distinct(ms_vocab *v, const int32_t *ids, int64_t n);
+
+/* Packed rows of the current vocabulary: *rows [*n, d] (NULL when created
+ * with W == NULL), *id_of [*n] maps slot → id (NULL for full: identity).
+ * Pointers are valid until the next append/reset/free. Any output may be NULL. */
+void ms_vocab_rows(const ms_vocab *v, const float **rows, int64_t *n, const int32_t **id_of);
+int64_t ms_vocab_size(const ms_vocab *v);            /* |I| (dynamic), K (static), V (full) */
+bool ms_vocab_contains(const ms_vocab *v, int32_t id); /* O(1); false for ids out of range */
+int64_t ms_vocab_slot_of(const ms_vocab *v, int32_t id); /* O(1); −1 if absent */
+int32_t ms_vocab_id_at(const ms_vocab *v, int64_t slot); /* 0 ≤ slot < size, else −1 */
+
+/* Rows whose content changed since the previous call (dynamic): every slot
+ * < |I| that an entering id took or that swap-remove refilled, each listed
+ * once with its current id. Applying rows[slot] = W[id] for each pair brings a
+ * copy of the packed rows taken at the previous call up to date. Arrays are
+ * owned by the vocabulary, valid until the next append/reset/take. O(pairs).
+ * Full/static: *n = 0. */
+void ms_vocab_take_entering(ms_vocab *v, const int32_t **slots, const int32_t **ids, int64_t *n);
+
+/* Work counters (tests, stats): stream entries appended, rows gathered from W
+ * (ids entering), rows moved by swap-remove. Cumulative since creation. */
+typedef struct {
+    int64_t appended, gathered, moved;
+} ms_vocab_counters;
+ms_vocab_counters ms_vocab_counters_get(const ms_vocab *v);
+
+/* ---- static lists (FR-Spec): build, save, load -------------------------- */
+
+/* Rank a frequency table into exactly k distinct ids (out [k]): the forced ids
+ * first (eos [n_eos], in order, duplicates dropped), then the other ids by
+ * descending count, ties by lower id; ids with count 0 come last in id order,
+ * which fills a small corpus with the lowest unused ids. counts [V].
+ * MS_ERR_INVALID if k ∉ [1, V], a forced id is out of range, or there are more
+ * distinct forced ids than k. Allocates O(V) scratch. */
+ms_status ms_vocab_rank_counts(const int64_t *counts, int64_t V, const int32_t *eos, int64_t n_eos, int64_t k,
+                               int32_t *out);
+
+/* File format (text): first line "# microspec-vocab v1 k=K", then K lines of
+ * one decimal id each (order = slot order). Written atomically. */
+ms_status ms_vocab_save_list(const char *path, const int32_t *ids, int64_t k);
+/* Load and validate (header, count, 0 ≤ id < V, distinct); errors are
+ * MS_ERR_FORMAT naming file:line (MS_ERR_IO if unreadable). *ids is malloc'd,
+ * the caller frees it. */
+ms_status ms_vocab_load_list(const char *path, int64_t V, int32_t **ids, int64_t *k);
+/* Same from memory (`name` is used in messages; fuzz target). */
+ms_status ms_vocab_parse_list(const char *text, size_t len, const char *name, int64_t V, int32_t **ids, int64_t *k);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

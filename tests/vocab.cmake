@@ -1,0 +1,14 @@
+# Draft vocabulary modes (draft-node/ms_vocab.*, DESIGN.md §5) and the static
+# list builder (tools/microspec_freqlist.c): the dynamic window against a naive
+# recomputation, V-independence of its work, static lists, rows agreement.
+ms_add_test(test_vocab_dynamic test_vocab_dynamic.c LIBS ms_draft LABELS vocab TIMEOUT 300)
+ms_add_test(test_vocab_work test_vocab_work.c LIBS ms_draft LABELS vocab TIMEOUT 300)
+ms_add_test(test_vocab_static test_vocab_static.c LIBS ms_draft LABELS vocab)
+ms_add_test(test_vocab_freqlist test_vocab_freqlist.c LIBS ms_draft LABELS vocab TIMEOUT 300)
+add_dependencies(test_vocab_freqlist microspec-freqlist)
+ms_add_test(test_vocab_rows test_vocab_rows.c LIBS ms_draft LABELS vocab)
+# The list parser reads files from outside: fuzzed. ms_vocab.c is compiled into
+# the target (not linked from ms_draft) so libFuzzer's coverage sees it.
+ms_add_fuzz(fuzz_vocab_list fuzz/fuzz_vocab_list.c 20)
+target_sources(fuzz_vocab_list PRIVATE ${CMAKE_SOURCE_DIR}/draft-node/ms_vocab.c)
+target_include_directories(fuzz_vocab_list PRIVATE ${CMAKE_SOURCE_DIR}/draft-node)
