@@ -260,7 +260,10 @@ ms_status ms_hfcfg_load(const char *path, ms_hfconfig *out) {
 
 /* Fewest significant digits (≤ 17) that print x so it reads back exactly. */
 static int round_trip_digits(double x) {
-    for (int p = 1; p < 17; p++) {
+    /* At least every integer digit, so 10000 prints "10000.0", not "1e4". */
+    int p0 = 1;
+    for (double a = fabs(x); a >= 10 && p0 < 16; a /= 10) p0++;
+    for (int p = p0; p < 17; p++) {
         char buf[64];
         snprintf(buf, sizeof buf, "%.*g", p, x);
         if (strtod(buf, NULL) == x) return p;

@@ -5,6 +5,11 @@
  *  "__metadata__": {...}}, then the data block; offsets are relative to the
  * data block. Every length, offset, shape and dtype is checked against the file
  * before a view is handed out; errors name the file and the tensor.
+ *
+ * Views point straight into the mapping and may be unaligned for their dtype
+ * (the format only promises byte offsets): read them with memcpy-safe code
+ * such as ms_convert_to_f32, or copy them out. Files ms_st_write writes are
+ * aligned (header padded to 8 bytes, tensors contiguous in the given order).
  */
 #ifndef MS_SAFETENSORS_H
 #define MS_SAFETENSORS_H
