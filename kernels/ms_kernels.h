@@ -110,4 +110,12 @@ void ms_k_sampling_probs(const float *logits, int64_t n, const ms_k_sampling *s,
 /* Threads for the CPU GEMM (OpenBLAS); 1 by default. */
 void ms_k_cpu_set_threads(int n);
 
+/* OpenBLAS chooses its kernels in a library constructor, before main. On CPU
+ * models it does not know (e.g. virtualised "Intel Xeon Processor") it falls
+ * back to its generic SSE3 "Prescott" kernels, several times slower. Called
+ * first thing in main: if that happened on a CPU with AVX2 / AVX-512 and the
+ * user set no OPENBLAS_CORETYPE, set the matching core type and re-exec the
+ * program once (argv unchanged). Returns normally otherwise. */
+void ms_k_cpu_fix_blas_core(char **argv);
+
 #endif

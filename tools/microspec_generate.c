@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "ms_draft.h"
 #include "ms_model.h"
 #include "ms_target.h"
@@ -36,6 +38,12 @@ static void usage(FILE *f) {
             "      --echo             print the prompt text before the continuation\n"
             "      --no-bos           do not prepend BOS to a raw prompt\n"
             "      --ignore-eos       keep generating past end-of-sequence tokens\n"
+            "\n"
+            "Batch evaluation:\n"
+            "      --prompts-jsonl F  one prompt per line: Spec-Bench (turns[0]) or HumanEval (prompt)\n"
+            "      --first N          only the first N lines (default all)\n"
+            "      --quiet            do not print the generated text\n"
+            "      --stats-out F      per-prompt statistics as JSON lines; a summary goes to stdout\n"
             "\n"
             "Speculative decoding (output unchanged; only speed and acceptance change):\n"
             "      --draft DIR        draft model directory (lm: a small model with the same tokenizer;\n"
@@ -83,11 +91,13 @@ typedef struct {
     const ms_tok *tok;
     ms_tok_decoder dec;
     ms_status err;
+    bool quiet;
 } printer;
 
 /* Token callback: decode and write each batch of emitted tokens as it comes. */
 static bool print_tokens(void *ctx, const int32_t *ids, int64_t n) {
     printer *pr = ctx;
+    if (pr->quiet) return true;
     char buf[512];
     for (int64_t i = 0; i < n; i++) {
         size_t len = 0;
@@ -99,19 +109,132 @@ static bool print_tokens(void *ctx, const int32_t *ids, int64_t n) {
     return true;
 }
 
+/* Prompts from a JSON-lines file: Spec-Bench rows give turns[0], HumanEval
+ * rows give prompt. Each line is validated; a bad line names file:line. */
+static ms_status load_jsonl_prompts(const char *path, int64_t first, char ***out, int64_t *n_out) {
+    char *text;
+    size_t len;
+    MS_TRY(ms_read_file(path, &text, &len));
+    char **list = NULL;
+    int64_t n = 0, cap = 0, line = 0;
+    ms_status st = MS_OK;
+    for (char *p = text; *p && n < first;) {
+        char *eol = strchr(p, '\n');
+        size_t ll = eol ? (size_t)(eol - p) : strlen(p);
+        line++;
+        if (ll > 0) {
+            json_error_t je;
+            json_t *row = json_loadb(p, ll, 0, &je);
+            json_t *turns = row ? json_object_get(row, "turns") : NULL;
+            json_t *v = json_is_array(turns) ? json_array_get(turns, 0) : row ? json_object_get(row, "prompt") : NULL;
+            if (!json_is_string(v)) {
+                json_decref(row);
+                ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s:%lld: %s", path, (long long)line,
+                           row ? "no string turns[0] or prompt field" : je.text);
+                st = MS_ERR_FORMAT;
+                break;
+            }
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                char **l2 = ms_realloc(list, (size_t)cap * sizeof *l2);
+                if (!l2) {
+                    json_decref(row);
+                    st = MS_ERR_NOMEM;
+                    break;
+                }
+                list = l2;
+            }
+            list[n++] = strdup(json_string_value(v));
+            json_decref(row);
+        }
+        p = eol ? eol + 1 : p + ll;
+    }
+    free(text);
+    if (st < 0) {
+        for (int64_t i = 0; i < n; i++) free(list[i]);
+        free(list);
+        return st;
+    }
+    if (n == 0) MS_FAIL(MS_ERR_FORMAT, "%s: no prompts", path);
+    *out = list;
+    *n_out = n;
+    return MS_OK;
+}
+
+/* Aggregates over prompts, following the Spec-Bench conventions
+ * (eagle2-frspec-notes §5.4): tokens/s is the mean over prompts of
+ * new_tokens / wall time (prefill included). */
+typedef struct {
+    int64_t prompts, new_tokens, rounds, emitted_round_tokens, vocab_sum, vocab_max, spec_rounds, covered, emitted;
+    int64_t accepted_ge[MS_TREE_MAX + 1];
+    double tps_sum, wall, draft_s, head_s, vocab_s, verify_s, accept_s;
+} summary;
+
+static void summary_add(summary *u, const ms_gen_stats *s) {
+    u->prompts++;
+    u->new_tokens += s->new_tokens;
+    u->rounds += s->rounds;
+    u->emitted_round_tokens += (int64_t)(ms_gen_stats_mean_accepted(s) * (double)s->rounds + 0.5);
+    u->spec_rounds += s->spec_rounds;
+    u->vocab_sum += s->vocab_sum;
+    if (s->vocab_max > u->vocab_max) u->vocab_max = s->vocab_max;
+    u->covered += s->covered;
+    u->emitted += s->emitted;
+    for (int64_t d = 1; d <= MS_TREE_MAX; d++) u->accepted_ge[d] += s->accepted_ge[d];
+    u->tps_sum += s->total_s > 0 ? (double)s->new_tokens / s->total_s : 0.0;
+    u->wall += s->total_s;
+    u->draft_s += s->draft_backbone_s;
+    u->head_s += s->draft_head_s;
+    u->vocab_s += s->vocab_s;
+    u->verify_s += s->verify_s;
+    u->accept_s += s->accept_s;
+}
+
+static void summary_print(const summary *u, bool spec, FILE *f) {
+    double rounds = u->rounds > 0 ? (double)u->rounds : 1.0, sr = u->spec_rounds > 0 ? (double)u->spec_rounds : 1.0;
+    fprintf(f, "prompts: %lld, new tokens: %lld, wall: %.3f s, tokens/s (mean over prompts): %.1f\n",
+            (long long)u->prompts, (long long)u->new_tokens, u->wall, u->prompts ? u->tps_sum / (double)u->prompts : 0.0);
+    fprintf(f, "mean accepted length: %.3f tokens/forward over %lld rounds\n", (double)u->emitted_round_tokens / rounds,
+            (long long)u->rounds);
+    if (!spec) return;
+    fprintf(f, "acceptance by depth:");
+    for (int64_t d = 1; d <= 8 && u->accepted_ge[d] > 0; d++) fprintf(f, " %lld:%.3f", (long long)d, (double)u->accepted_ge[d] / sr);
+    fprintf(f, "\ndraft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n", (double)u->vocab_sum / sr,
+            (long long)u->vocab_max, u->emitted ? (double)u->covered / (double)u->emitted : 1.0, (long long)u->covered,
+            (long long)u->emitted);
+    fprintf(f, "time per round: draft backbone %.1f us, draft head %.1f us, vocab %.1f us, verify %.1f us, accept %.1f us\n",
+            u->draft_s / sr * 1e6, u->head_s / sr * 1e6, u->vocab_s / sr * 1e6, u->verify_s / rounds * 1e6,
+            u->accept_s / rounds * 1e6);
+}
+
+static void write_stats_line(FILE *f, int64_t index, const ms_gen_stats *s) {
+    fprintf(f,
+            "{\"index\": %lld, \"prompt_tokens\": %lld, \"new_tokens\": %lld, \"rounds\": %lld, \"spec_rounds\": %lld, "
+            "\"mean_accepted\": %.4f, \"coverage\": %.4f, \"vocab_mean\": %.1f, \"vocab_max\": %lld, "
+            "\"wall_s\": %.6f, \"prefill_s\": %.6f, \"stop\": \"%s\", \"draft_failed\": %s}\n",
+            (long long)index, (long long)s->prompt_tokens, (long long)s->new_tokens, (long long)s->rounds,
+            (long long)s->spec_rounds, ms_gen_stats_mean_accepted(s), ms_gen_stats_coverage(s),
+            s->spec_rounds ? (double)s->vocab_sum / (double)s->spec_rounds : 0.0, (long long)s->vocab_max, s->total_s,
+            s->prefill_s, s->stop_reason, s->draft_failed ? "true" : "false");
+}
+
 int main(int argc, char **argv) {
+    ms_k_cpu_fix_blas_core(argv);
     ms_log_set_role("generate");
     const char *model_dir = NULL, *prompt = "", *prompt_file = NULL, *system_msg = NULL;
     const char *draft_dir = NULL, *draft_kind = NULL, *vocab_mode = "dynamic", *vocab_list = NULL;
     int64_t max_tokens = 256, steps = -1, max_ctx = 0, threads = 1, seed = 42;
     double temperature = 0.0, top_p = 1.0;
-    bool chat = false, echo = false, no_bos = false, ignore_eos = false;
+    bool chat = false, echo = false, no_bos = false, ignore_eos = false, quiet = false;
+    const char *prompts_jsonl = NULL, *stats_out = NULL;
+    int64_t first = INT64_MAX;
     ms_gen_params gp = ms_gen_params_default();
     ms_dft_opts dopt = ms_dft_opts_default();
 
     enum {
         O_STEPS = 1000, O_TOPP, O_SEED, O_MAXCTX, O_THREADS, O_ECHO, O_NOBOS, O_IGNEOS, O_DRAFT, O_DKIND,
-        O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_CHAIN
+        O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_CHAIN, O_JSONL, O_FIRST,
+        O_QUIET, O_STATSOUT
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},        {"prompt", required_argument, 0, 'p'},
@@ -127,13 +250,15 @@ int main(int argc, char **argv) {
         {"w-max", required_argument, 0, O_WMAX},     {"k-pre", required_argument, 0, O_KPRE},
         {"k-ver", required_argument, 0, O_KVER},     {"tree-k", required_argument, 0, O_TK},
         {"tree-depth", required_argument, 0, O_TDEPTH}, {"tree-total", required_argument, 0, O_TTOTAL},
-        {"chain", no_argument, 0, O_CHAIN},          {"help", no_argument, 0, 'h'},
+        {"chain", no_argument, 0, O_CHAIN},          {"prompts-jsonl", required_argument, 0, O_JSONL},
+        {"first", required_argument, 0, O_FIRST},    {"quiet", no_argument, 0, O_QUIET},
+        {"stats-out", required_argument, 0, O_STATSOUT}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int c;
     bool spec_flags = false;
     while ((c = getopt_long(argc, argv, "m:p:f:cs:n:t:h", opts, NULL)) != -1) {
         bool ok = true;
-        if (c >= O_DRAFT) spec_flags = true;
+        if (c >= O_DRAFT && c <= O_CHAIN) spec_flags = true;
         switch (c) {
         case 'm': model_dir = optarg; break;
         case 'p': prompt = optarg; break;
@@ -162,6 +287,10 @@ int main(int argc, char **argv) {
         case O_TDEPTH: ok = parse_i64(optarg, "--tree-depth", 0, 62, &dopt.tree.depth); break;
         case O_TTOTAL: ok = parse_i64(optarg, "--tree-total", 2, MS_TREE_MAX, &dopt.tree.total); break;
         case O_CHAIN: dopt.tree.chain = true; break;
+        case O_JSONL: prompts_jsonl = optarg; break;
+        case O_FIRST: ok = parse_i64(optarg, "--first", 1, 1 << 24, &first); break;
+        case O_QUIET: quiet = true; break;
+        case O_STATSOUT: stats_out = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -212,6 +341,9 @@ int main(int argc, char **argv) {
     ms_dft *dft = NULL;
     ms_ids ids = {0};
     char *rendered = NULL;
+    char **plist = NULL;
+    int64_t n_prompts = 0;
+    FILE *stats_f = NULL;
 
     if (ms_tok_load_dir(model_dir, &tok) < 0) goto done;
     ms_model_opts mo = {.max_ctx = max_ctx};
@@ -232,31 +364,11 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (chat) {
-        ms_chat_kind kind = ms_tok_chat_kind(tok);
-        if (kind == MS_CHAT_NONE) {
-            MS_LOG_ERROR("%s: the tokenizer has no chat template this program knows (Llama-3 or ChatML); "
-                         "drop --chat",
-                         model_dir);
-            goto done;
-        }
-        ms_chat_msg msgs[2];
-        int64_t nm = 0;
-        if (system_msg) msgs[nm++] = (ms_chat_msg){MS_ROLE_SYSTEM, system_msg};
-        msgs[nm++] = (ms_chat_msg){MS_ROLE_USER, prompt};
-        if (ms_chat_render(kind, msgs, nm, true, &rendered) < 0) goto done;
-        if (ms_tok_encode(tok, rendered, strlen(rendered), true, &ids) < 0) goto done;
-    } else {
-        if (!no_bos && ms_tok_bos(tok) >= 0 && ms_ids_push(&ids, ms_tok_bos(tok)) < 0) goto done;
-        if (ms_tok_encode(tok, prompt, strlen(prompt), false, &ids) < 0) goto done;
-    }
-    if (ids.n == 0) {
-        MS_LOG_ERROR("empty prompt and no BOS token: nothing to condition on");
+    if (chat && ms_tok_chat_kind(tok) == MS_CHAT_NONE) {
+        MS_LOG_ERROR("%s: the tokenizer has no chat template this program knows (Llama-3 or ChatML); drop --chat",
+                     model_dir);
         goto done;
     }
-    if (steps >= 0) max_tokens = steps + 1 > ids.n ? steps + 1 - ids.n : 0;
-
-    gp.max_new_tokens = max_tokens;
     gp.sampling = (ms_k_sampling){.temperature = (float)temperature, .top_p = (float)top_p};
     gp.seed = (uint64_t)seed;
     if (!ignore_eos) {
@@ -264,38 +376,92 @@ int main(int argc, char **argv) {
         int n_eos = ms_tok_eos(tok, &eos);
         for (int i = 0; i < n_eos && gp.n_stop < MS_MAX_STOP; i++) gp.stop_ids[gp.n_stop++] = eos[i];
     }
-
-    printer pr = {.tok = tok};
-    ms_tok_decoder_init(&pr.dec);
-    if (echo) {
-        if (!print_tokens(&pr, ids.v, ids.n)) goto done;
+    if (prompts_jsonl) {
+        if (load_jsonl_prompts(prompts_jsonl, first, &plist, &n_prompts) < 0) goto done;
     } else {
-        pr.dec.prev_id = ids.v[ids.n - 1];
+        plist = ms_calloc(1, sizeof *plist);
+        if (!plist) goto done;
+        plist[0] = strdup(prompt);
+        n_prompts = 1;
+    }
+    if (stats_out && !(stats_f = fopen(stats_out, "w"))) {
+        MS_LOG_ERROR("%s: cannot write: %s", stats_out, strerror(errno));
+        goto done;
     }
 
-    ms_gen_stats st;
-    ms_draft_port port;
-    if (dft) port = ms_dft_port(dft);
-    if (ms_tgt_generate(tgt, dft ? &port : NULL, 1, ids.v, ids.n, &gp, print_tokens, &pr, &st) < 0) goto done;
-    if (pr.err < 0) goto done;
-    {
-        char tail[16];
-        size_t n = 0;
-        ms_tok_decode_flush(&pr.dec, tail, sizeof tail, &n);
-        fwrite(tail, 1, n, stdout);
-    }
-    fputc('\n', stdout);
-    fflush(stdout);
+    summary sum = {0};
+    for (int64_t pi = 0; pi < n_prompts; pi++) {
+        ids.n = 0;
+        free(rendered);
+        rendered = NULL;
+        if (chat) {
+            ms_chat_msg msgs[2];
+            int64_t nm = 0;
+            if (system_msg) msgs[nm++] = (ms_chat_msg){MS_ROLE_SYSTEM, system_msg};
+            msgs[nm++] = (ms_chat_msg){MS_ROLE_USER, plist[pi]};
+            if (ms_chat_render(ms_tok_chat_kind(tok), msgs, nm, true, &rendered) < 0) goto done;
+            if (ms_tok_encode(tok, rendered, strlen(rendered), true, &ids) < 0) goto done;
+        } else {
+            if (!no_bos && ms_tok_bos(tok) >= 0 && ms_ids_push(&ids, ms_tok_bos(tok)) < 0) goto done;
+            if (ms_tok_encode(tok, plist[pi], strlen(plist[pi]), false, &ids) < 0) goto done;
+        }
+        if (ids.n == 0) {
+            MS_LOG_ERROR("prompt %lld: empty prompt and no BOS token: nothing to condition on", (long long)pi);
+            goto done;
+        }
+        int64_t budget = max_tokens;
+        if (steps >= 0) budget = steps + 1 > ids.n ? steps + 1 - ids.n : 0;
+        if (ids.n >= ms_model_max_ctx(model)) {
+            MS_LOG_WARN("prompt %lld: %lld tokens leave no room in the %lld-row context; skipped", (long long)pi,
+                        (long long)ids.n, (long long)ms_model_max_ctx(model));
+            continue;
+        }
+        gp.max_new_tokens = budget;
 
-    double decode_s = st.total_s - st.prefill_s;
-    fprintf(stderr,
-            "prompt tokens: %lld, prefill: %.2f ms (%.1f tok/s), generated: %lld (%s), decode: %.1f tok/s\n",
-            (long long)st.prompt_tokens, st.prefill_s * 1e3,
-            st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0, (long long)st.new_tokens,
-            st.stop_reason, decode_s > 0 ? (double)st.new_tokens / decode_s : 0.0);
-    if (dft) ms_gen_stats_print(&st, stderr);
+        printer pr = {.tok = tok, .quiet = quiet};
+        ms_tok_decoder_init(&pr.dec);
+        if (echo) {
+            if (!print_tokens(&pr, ids.v, ids.n)) goto done;
+        } else {
+            pr.dec.prev_id = ids.v[ids.n - 1];
+        }
+        ms_gen_stats st;
+        ms_draft_port port;
+        if (dft) port = ms_dft_port(dft);
+        if (ms_tgt_generate(tgt, dft ? &port : NULL, (uint64_t)pi + 1, ids.v, ids.n, &gp, print_tokens, &pr, &st) < 0)
+            goto done;
+        if (pr.err < 0) goto done;
+        if (!quiet) {
+            char tail[16];
+            size_t n = 0;
+            ms_tok_decode_flush(&pr.dec, tail, sizeof tail, &n);
+            fwrite(tail, 1, n, stdout);
+            fputc('\n', stdout);
+            fflush(stdout);
+        }
+        double decode_s = st.total_s - st.prefill_s;
+        if (n_prompts == 1) {
+            fprintf(stderr,
+                    "prompt tokens: %lld, prefill: %.2f ms (%.1f tok/s), generated: %lld (%s), decode: %.1f tok/s\n",
+                    (long long)st.prompt_tokens, st.prefill_s * 1e3,
+                    st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0, (long long)st.new_tokens,
+                    st.stop_reason, decode_s > 0 ? (double)st.new_tokens / decode_s : 0.0);
+            if (dft) ms_gen_stats_print(&st, stderr);
+        } else {
+            fprintf(stderr, "\r[%lld/%lld] prompt %lld tokens, %lld new, accepted %.2f, %.1f tok/s   ",
+                    (long long)pi + 1, (long long)n_prompts, (long long)st.prompt_tokens, (long long)st.new_tokens,
+                    ms_gen_stats_mean_accepted(&st), st.total_s > 0 ? (double)st.new_tokens / st.total_s : 0.0);
+        }
+        summary_add(&sum, &st);
+        if (stats_f) write_stats_line(stats_f, pi, &st);
+    }
+    if (n_prompts > 1) fputc('\n', stderr);
+    if (prompts_jsonl || stats_out) summary_print(&sum, dft != NULL, stdout);
     rc = 0;
 done:
+    if (stats_f) fclose(stats_f);
+    for (int64_t i = 0; i < n_prompts; i++) free(plist[i]);
+    free(plist);
     free(rendered);
     free(prompt_buf);
     ms_ids_free(&ids);

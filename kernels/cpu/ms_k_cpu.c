@@ -9,7 +9,10 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 /* Hot loops are compiled for AVX-512 / AVX2 / baseline and picked at run time
  * (GCC and clang function multi-versioning); the arithmetic is the same. */
@@ -20,6 +23,28 @@
 #endif
 
 void ms_k_cpu_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+
+void ms_k_cpu_fix_blas_core(char **argv) {
+#if defined(__x86_64__)
+    if (getenv("OPENBLAS_CORETYPE")) return; /* the user's choice, or our re-exec already happened */
+    const char *core = openblas_get_corename();
+    if (!core || (strcasecmp(core, "prescott") != 0 && strcasecmp(core, "core2") != 0)) return;
+    __builtin_cpu_init();
+    const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX"
+                       : __builtin_cpu_supports("avx2") ? "Haswell"
+                                                         : NULL;
+    if (!want) return;
+    MS_LOG_DEBUG("OpenBLAS fell back to %s kernels; re-running with OPENBLAS_CORETYPE=%s", core, want);
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    /* Also start OpenBLAS without its idle thread pool, which spins in
+     * sched_yield after start-up; ms_k_cpu_set_threads can still raise it. */
+    setenv("OPENBLAS_NUM_THREADS", "1", 0);
+    execv("/proc/self/exe", argv);
+    MS_LOG_WARN("re-exec with OPENBLAS_CORETYPE=%s failed; continuing with %s kernels", want, core);
+#else
+    (void)argv;
+#endif
+}
 
 /* y[n,m] = x[n,k] · W[m,k]ᵀ (+ b). */
 static void cpu_linear(void *ctx, void *yv, const void *xv, const void *wv, const void *bv, int64_t n, int64_t k,
@@ -83,10 +108,13 @@ static void cpu_rope(void *ctx, void *xv, int64_t n, int64_t n_heads, int64_t hd
 /* e^x for x ≤ 0 as a pure-arithmetic polynomial so loops over it vectorise:
  * x = n·ln2 + r, |r| ≤ ln2/2, e^r by a degree-6 Taylor/Horner polynomial
  * (relative error < 2e-7 on the range), 2^n through the exponent bits.
+ * Needs strict IEEE float evaluation (no -ffast-math) for the rounding trick.
  * Inputs below −87 flush to 0 (callers zero masked entries themselves). */
 static inline float exp_neg(float x) {
     if (x < -87.0f) x = -87.0f;
-    float n = __builtin_roundf(x * 1.44269504088896341f);
+    /* round to nearest by adding and removing 1.5·2^23 (|x·log2 e| ≤ 126 here):
+     * no libm call, so the loop stays vectorised */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;
     float p = 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
