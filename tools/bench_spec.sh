@@ -22,6 +22,7 @@ sb=$shared/data/spec_bench/question.jsonl
 
 # stories260K (real weights) and its static lists from the corpus
 s260=$root/build/models/stories260k
+mkdir -p "$root/build/models"
 [ -f "$s260/config.json" ] || "$T/convert-llama2c" "$shared/models/stories260k/stories260K.bin" "$shared/models/stories260k/tok512.bin" "$s260"
 for k in 64 128; do
   [ -f "$out/s260-static-$k.txt" ] || "$T/microspec-freqlist" --tokenizer "$s260" --k $k --out "$out/s260-static-$k.txt" \

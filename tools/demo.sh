@@ -38,6 +38,7 @@ if [ -z "$model" ]; then
   model="$root/build/models/stories260k"
   if [ ! -f "$model/config.json" ]; then
     echo "demo: converting $shared to $model" >&2
+    mkdir -p "$(dirname "$model")"
     "$build/tools/convert-llama2c" "$shared/stories260K.bin" "$shared/tok512.bin" "$model"
   fi
 fi
