@@ -194,6 +194,39 @@ bool ms_file_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* ---- number parsing ------------------------------------------------------ */
+
+bool ms_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool ms_parse_f64(const char *s, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || !(v >= lo && v <= hi)) return false;
+    *out = v;
+    return true;
+}
+
+bool ms_cli_i64(const char *tool, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (ms_parse_i64(s, lo, hi, out)) return true;
+    fprintf(stderr, "%s: %s expects an integer in [%lld, %lld], got '%s'\n", tool, flag, (long long)lo,
+            (long long)hi, s);
+    return false;
+}
+
+bool ms_cli_f64(const char *tool, const char *flag, const char *s, double lo, double hi, double *out) {
+    if (ms_parse_f64(s, lo, hi, out)) return true;
+    fprintf(stderr, "%s: %s expects a number in [%g, %g], got '%s'\n", tool, flag, lo, hi, s);
+    return false;
+}
+
 /* ---- ids ---------------------------------------------------------------- */
 
 ms_status ms_ids_reserve(ms_ids *ids, int64_t cap) {

@@ -107,6 +107,15 @@ ms_status ms_write_file_atomic(const char *path, const void *data, size_t len);
 char *ms_path_join(const char *dir, const char *name);
 bool ms_file_exists(const char *path);
 
+/* Strict number parsing for command lines and config values: the whole
+ * string must be the number, inside [lo, hi]; false otherwise. */
+bool ms_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool ms_parse_f64(const char *s, double lo, double hi, double *out);
+/* The same for a CLI flag: on failure prints "tool: --flag expects an
+ * integer in [lo, hi], got 'x'" to stderr. */
+bool ms_cli_i64(const char *tool, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool ms_cli_f64(const char *tool, const char *flag, const char *s, double lo, double hi, double *out);
+
 /* A growable vector of token ids. Owns its array. */
 typedef struct {
     int32_t *v;

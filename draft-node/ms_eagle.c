@@ -7,6 +7,8 @@
  */
 #include "ms_eagle.h"
 
+#include "ms_weights.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,8 +32,7 @@ struct ms_eagle {
     const float *ffn_norm;           /* [d] post_attention_layernorm */
     const float *w_gate, *w_up, *w_down;
     const float *embed, *lm_head; /* target's [V, d] */
-    float **owned;
-    int64_t n_owned, cap_owned;
+    ms_weights weights; /* converted copies of non-F32 tensors */
     ms_k_rope rope;
 
     int64_t len, max_ctx, max_batch, last_n;
@@ -126,79 +127,21 @@ static ms_status load_eagle_config(const char *path, ms_eagle_config *ec) {
 
 /* ---- weights --------------------------------------------------------------- */
 
-static ms_status own(ms_eagle *e, float *p) {
-    if (e->n_owned == e->cap_owned) {
-        int64_t c = e->cap_owned ? 2 * e->cap_owned : 16;
-        float **o = ms_realloc(e->owned, (size_t)c * sizeof *o);
-        if (!o) {
-            free(p);
-            return MS_ERR_NOMEM;
-        }
-        e->owned = o;
-        e->cap_owned = c;
-    }
-    e->owned[e->n_owned++] = p;
-    return MS_OK;
-}
-
-static ms_status check_float(const ms_st_model *st, const char *name, const ms_tensor *t) {
-    if (t->dtype != MS_DTYPE_F32 && t->dtype != MS_DTYPE_F16 && t->dtype != MS_DTYPE_BF16)
-        MS_FAIL(MS_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16",
-                ms_st_file_of(st, name), name, ms_dtype_name(t->dtype));
-    return MS_OK;
-}
-
-/* `name` with the exact shape as f32: in place when the file holds aligned
- * F32, else a converted copy the head owns. */
-static ms_status weight(ms_eagle *e, const ms_st_model *st, const char *name, int ndim, int64_t d0, int64_t d1,
-                        const float **out) {
-    int64_t shape[2] = {d0, d1};
-    ms_tensor t;
-    MS_TRY(ms_st_get_shaped(st, name, ndim, shape, &t));
-    MS_TRY(check_float(st, name, &t));
-    int64_t n = ms_tensor_nelem(&t);
-    if (t.dtype == MS_DTYPE_F32 && ((uintptr_t)t.data % sizeof(float)) == 0) {
-        *out = t.data;
-        return MS_OK;
-    }
-    float *p = ms_malloc((size_t)n * sizeof *p);
-    if (!p) return MS_ERR_NOMEM;
-    ms_convert_to_f32(p, t.data, t.dtype, n); /* memmove for unaligned F32 */
-    MS_TRY(own(e, p));
-    *out = p;
-    return MS_OK;
-}
-
-/* An optional weight: absent → *out = NULL (logged at debug level). */
-static ms_status weight_opt(ms_eagle *e, const ms_st_model *st, const char *name, int64_t d0, const float **out) {
-    *out = NULL;
-    if (!ms_st_find(st, name, NULL)) {
-        MS_LOG_DEBUG("eagle: optional tensor %s absent", name);
-        return MS_OK;
-    }
-    return weight(e, st, name, 1, d0, 0, out);
-}
-
 /* fc.weight [d, 2d] → W_e = columns [0, d) and W_f = columns [d, 2d), each
  * [d, d] row-major f32 (input order: embedding first, notes §1.2). */
 static ms_status load_fc(ms_eagle *e) {
     const int64_t d = e->d;
-    int64_t shape[2] = {d, 2 * d};
-    ms_tensor t;
-    MS_TRY(ms_st_get_shaped(e->st, "fc.weight", 2, shape, &t));
-    MS_TRY(check_float(e->st, "fc.weight", &t));
-    size_t es = ms_dtype_size(t.dtype);
+    const float *w; /* [d, 2d] f32 */
+    MS_TRY(ms_weights_get(&e->weights, e->st, "fc.weight", 2, d, 2 * d, &w));
     float *we = ms_malloc((size_t)d * (size_t)d * sizeof *we);
     if (!we) return MS_ERR_NOMEM;
-    MS_TRY(own(e, we));
+    MS_TRY(ms_weights_own(&e->weights, we));
     float *wf = ms_malloc((size_t)d * (size_t)d * sizeof *wf);
     if (!wf) return MS_ERR_NOMEM;
-    MS_TRY(own(e, wf));
-    const char *src = t.data;
+    MS_TRY(ms_weights_own(&e->weights, wf));
     for (int64_t i = 0; i < d; i++) {
-        const char *row = src + (size_t)i * (size_t)(2 * d) * es;
-        ms_convert_to_f32(we + i * d, row, t.dtype, d);
-        ms_convert_to_f32(wf + i * d, row + (size_t)d * es, t.dtype, d);
+        memcpy(we + i * d, w + i * 2 * d, (size_t)d * sizeof *we);
+        memcpy(wf + i * d, w + i * 2 * d + d, (size_t)d * sizeof *wf);
     }
     e->fc_e = we;
     e->fc_f = wf;
@@ -207,47 +150,39 @@ static ms_status load_fc(ms_eagle *e) {
 
 static ms_status load_weights(ms_eagle *e, const ms_eagle_config *ec) {
     MS_TRY(load_fc(e));
-    MS_TRY(weight_opt(e, e->st, "fc.bias", e->d, &e->fc_b));
+    MS_TRY(ms_weights_get_opt(&e->weights, e->st, "fc.bias", e->d, &e->fc_b));
     if (!e->fc_b && ec->fc_bias) MS_LOG_DEBUG("eagle: config asks for fc.bias but the file has none: zero bias");
-    MS_TRY(weight(e, e->st, "layers.0.self_attn.q_proj.weight", 2, e->q_dim, e->d, &e->wq));
-    MS_TRY(weight(e, e->st, "layers.0.self_attn.k_proj.weight", 2, e->kv_dim, e->d, &e->wk));
-    MS_TRY(weight(e, e->st, "layers.0.self_attn.v_proj.weight", 2, e->kv_dim, e->d, &e->wv));
-    MS_TRY(weight(e, e->st, "layers.0.self_attn.o_proj.weight", 2, e->d, e->q_dim, &e->wo));
+    MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.self_attn.q_proj.weight", 2, e->q_dim, e->d, &e->wq));
+    MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.self_attn.k_proj.weight", 2, e->kv_dim, e->d, &e->wk));
+    MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.self_attn.v_proj.weight", 2, e->kv_dim, e->d, &e->wv));
+    MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.self_attn.o_proj.weight", 2, e->d, e->q_dim, &e->wo));
     if (ec->qkv_bias) { /* required when the config says so */
-        MS_TRY(weight(e, e->st, "layers.0.self_attn.q_proj.bias", 1, e->q_dim, 0, &e->bq));
-        MS_TRY(weight(e, e->st, "layers.0.self_attn.k_proj.bias", 1, e->kv_dim, 0, &e->bk));
-        MS_TRY(weight(e, e->st, "layers.0.self_attn.v_proj.bias", 1, e->kv_dim, 0, &e->bv));
+        MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.self_attn.q_proj.bias", 1, e->q_dim, 0, &e->bq));
+        MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.self_attn.k_proj.bias", 1, e->kv_dim, 0, &e->bk));
+        MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.self_attn.v_proj.bias", 1, e->kv_dim, 0, &e->bv));
     } else {
-        MS_TRY(weight_opt(e, e->st, "layers.0.self_attn.q_proj.bias", e->q_dim, &e->bq));
-        MS_TRY(weight_opt(e, e->st, "layers.0.self_attn.k_proj.bias", e->kv_dim, &e->bk));
-        MS_TRY(weight_opt(e, e->st, "layers.0.self_attn.v_proj.bias", e->kv_dim, &e->bv));
+        MS_TRY(ms_weights_get_opt(&e->weights, e->st, "layers.0.self_attn.q_proj.bias", e->q_dim, &e->bq));
+        MS_TRY(ms_weights_get_opt(&e->weights, e->st, "layers.0.self_attn.k_proj.bias", e->kv_dim, &e->bk));
+        MS_TRY(ms_weights_get_opt(&e->weights, e->st, "layers.0.self_attn.v_proj.bias", e->kv_dim, &e->bv));
     }
-    MS_TRY(weight_opt(e, e->st, "layers.0.self_attn.o_proj.bias", e->d, &e->bo));
-    MS_TRY(weight(e, e->st, "layers.0.post_attention_layernorm.weight", 1, e->d, 0, &e->ffn_norm));
-    MS_TRY(weight(e, e->st, "layers.0.mlp.gate_proj.weight", 2, e->ffn, e->d, &e->w_gate));
-    MS_TRY(weight(e, e->st, "layers.0.mlp.up_proj.weight", 2, e->ffn, e->d, &e->w_up));
-    MS_TRY(weight(e, e->st, "layers.0.mlp.down_proj.weight", 2, e->d, e->ffn, &e->w_down));
+    MS_TRY(ms_weights_get_opt(&e->weights, e->st, "layers.0.self_attn.o_proj.bias", e->d, &e->bo));
+    MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.post_attention_layernorm.weight", 1, e->d, 0, &e->ffn_norm));
+    MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.mlp.gate_proj.weight", 2, e->ffn, e->d, &e->w_gate));
+    MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.mlp.up_proj.weight", 2, e->ffn, e->d, &e->w_up));
+    MS_TRY(ms_weights_get(&e->weights, e->st, "layers.0.mlp.down_proj.weight", 2, e->d, e->ffn, &e->w_down));
     return MS_OK;
 }
 
 /* The target's embedding and LM head (tied or lm_head absent → the embedding,
  * as ms_model). */
 static ms_status load_target(ms_eagle *e, const ms_hfconfig *tc) {
-    MS_TRY(weight(e, e->tst, "model.embed_tokens.weight", 2, e->vocab, e->d, &e->embed));
+    MS_TRY(ms_weights_get(&e->weights, e->tst, "model.embed_tokens.weight", 2, e->vocab, e->d, &e->embed));
     if (tc->tie_word_embeddings || !ms_st_find(e->tst, "lm_head.weight", NULL)) {
         if (!tc->tie_word_embeddings) MS_LOG_WARN("target lm_head.weight absent: using the tied embedding");
         e->lm_head = e->embed;
         return MS_OK;
     }
-    return weight(e, e->tst, "lm_head.weight", 2, e->vocab, e->d, &e->lm_head);
-}
-
-static ms_status alloc_f32(float **p, int64_t a, int64_t b) {
-    size_t n;
-    if (!ms_mul_size((size_t)a, (size_t)b, &n) || !ms_mul_size(n, sizeof(float), &n))
-        MS_FAIL(MS_ERR_RANGE, "buffer of %lld x %lld floats overflows", (long long)a, (long long)b);
-    *p = ms_calloc(1, n);
-    return *p ? MS_OK : MS_ERR_NOMEM;
+    return ms_weights_get(&e->weights, e->tst, "lm_head.weight", 2, e->vocab, e->d, &e->lm_head);
 }
 
 static ms_status load_config_file(const char *dir, ms_eagle_config *ec, ms_hfconfig *tc, const char *target_dir,
@@ -307,24 +242,19 @@ ms_status ms_eagle_load(const char *eagle_dir, const char *target_dir, const ms_
     MS_TRY_GOTO(st, load_weights(e, &ec), fail);
     MS_TRY_GOTO(st, load_target(e, &tc), fail);
 
-    ms_k_rope_params rp = {.theta = c->rope_theta,
-                           .llama3 = c->rope_scaling.type == MS_ROPE_LLAMA3,
-                           .factor = c->rope_scaling.factor,
-                           .low_freq_factor = c->rope_scaling.low_freq_factor,
-                           .high_freq_factor = c->rope_scaling.high_freq_factor,
-                           .original_max_pos = c->rope_scaling.original_max_position_embeddings};
+    ms_k_rope_params rp = ms_rope_params_of(c);
     MS_TRY_GOTO(st, ms_k_rope_build(&e->rope, e->max_ctx, e->hd, &rp), fail);
 
     const int64_t B = e->max_batch;
-    MS_TRY_GOTO(st, alloc_f32(&e->kcache, e->max_ctx, e->kv_dim), fail);
-    MS_TRY_GOTO(st, alloc_f32(&e->vcache, e->max_ctx, e->kv_dim), fail);
-    MS_TRY_GOTO(st, alloc_f32(&e->x, B, e->d), fail);
-    MS_TRY_GOTO(st, alloc_f32(&e->xb, B, e->d), fail);
-    MS_TRY_GOTO(st, alloc_f32(&e->q, B, e->q_dim), fail);
-    MS_TRY_GOTO(st, alloc_f32(&e->att, B, e->q_dim), fail);
-    MS_TRY_GOTO(st, alloc_f32(&e->hb, B, e->ffn), fail);
-    MS_TRY_GOTO(st, alloc_f32(&e->hb2, B, e->ffn), fail);
-    MS_TRY_GOTO(st, alloc_f32(&e->scores, e->max_ctx, 1), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&e->kcache, e->max_ctx, e->kv_dim), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&e->vcache, e->max_ctx, e->kv_dim), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&e->x, B, e->d), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&e->xb, B, e->d), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&e->q, B, e->q_dim), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&e->att, B, e->q_dim), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&e->hb, B, e->ffn), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&e->hb2, B, e->ffn), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&e->scores, e->max_ctx, 1), fail);
     e->pos = ms_calloc((size_t)B, sizeof *e->pos);
     if (!e->pos) {
         st = MS_ERR_NOMEM;
@@ -345,8 +275,7 @@ fail:
 void ms_eagle_free(ms_eagle **pe) {
     ms_eagle *e = *pe;
     if (!e) return;
-    for (int64_t i = 0; i < e->n_owned; i++) free(e->owned[i]);
-    free(e->owned);
+    ms_weights_free(&e->weights);
     ms_k_rope_free(&e->rope);
     free(e->kcache);
     free(e->vcache);

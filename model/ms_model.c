@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ms_safetensors.h"
+#include "ms_weights.h"
 
 typedef struct {
     const float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm;
@@ -30,8 +31,7 @@ struct ms_model {
     int64_t n_layers, d, hd, n_heads, n_kv, q_dim, kv_dim, ffn, vocab;
     const float *embed, *lm_head, *final_norm;
     layer_w *layers;
-    float **owned; /* converted weights, freed with the model */
-    int64_t n_owned, cap_owned;
+    ms_weights weights; /* converted copies of non-F32 tensors */
     ms_k_rope rope;
 
     int64_t len, max_ctx, max_batch, last_n;
@@ -51,59 +51,24 @@ struct ms_model {
 
 /* ---- weight loading ---------------------------------------------------- */
 
-static ms_status own(ms_model *m, float *p) {
-    if (m->n_owned == m->cap_owned) {
-        int64_t c = m->cap_owned ? 2 * m->cap_owned : 64;
-        float **o = ms_realloc(m->owned, (size_t)c * sizeof *o);
-        if (!o) return MS_ERR_NOMEM;
-        m->owned = o;
-        m->cap_owned = c;
-    }
-    m->owned[m->n_owned++] = p;
-    return MS_OK;
-}
-
-/* Fetch `name` with the exact shape and return f32 data: in place when the
- * file holds aligned F32, else a converted copy the model owns. */
-static ms_status weight(ms_model *m, const char *name, int ndim, int64_t d0, int64_t d1, const float **out) {
-    int64_t shape[2] = {d0, d1};
-    ms_tensor t;
-    MS_TRY(ms_st_get_shaped(m->st, name, ndim, shape, &t));
-    if (t.dtype != MS_DTYPE_F32 && t.dtype != MS_DTYPE_F16 && t.dtype != MS_DTYPE_BF16)
-        MS_FAIL(MS_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16",
-                ms_st_file_of(m->st, name), name, ms_dtype_name(t.dtype));
-    int64_t n = ms_tensor_nelem(&t);
-    if (t.dtype == MS_DTYPE_F32 && ((uintptr_t)t.data % sizeof(float)) == 0) {
-        *out = t.data;
-        return MS_OK;
-    }
-    float *p = ms_malloc((size_t)n * sizeof *p);
-    if (!p) return MS_ERR_NOMEM;
-    if (t.dtype == MS_DTYPE_F32) memcpy(p, t.data, (size_t)n * sizeof *p); /* unaligned F32 */
-    else ms_convert_to_f32(p, t.data, t.dtype, n);
-    MS_TRY(own(m, p));
-    *out = p;
-    return MS_OK;
-}
-
 static ms_status load_weights(ms_model *m) {
     char name[256];
-    MS_TRY(weight(m, "model.embed_tokens.weight", 2, m->vocab, m->d, &m->embed));
-    MS_TRY(weight(m, "model.norm.weight", 1, m->d, 0, &m->final_norm));
+    MS_TRY(ms_weights_get(&m->weights, m->st, "model.embed_tokens.weight", 2, m->vocab, m->d, &m->embed));
+    MS_TRY(ms_weights_get(&m->weights, m->st, "model.norm.weight", 1, m->d, 0, &m->final_norm));
     ms_tensor head;
     if (m->cfg.tie_word_embeddings || !ms_st_find(m->st, "lm_head.weight", &head)) {
         if (!m->cfg.tie_word_embeddings)
             MS_LOG_WARN("lm_head.weight absent: using the tied embedding as the LM head");
         m->lm_head = m->embed;
     } else {
-        MS_TRY(weight(m, "lm_head.weight", 2, m->vocab, m->d, &m->lm_head));
+        MS_TRY(ms_weights_get(&m->weights, m->st, "lm_head.weight", 2, m->vocab, m->d, &m->lm_head));
     }
     for (int64_t l = 0; l < m->n_layers; l++) {
         layer_w *w = &m->layers[l];
 #define LW(field, suffix, ndim, a, b)                                                 \
     do {                                                                              \
         snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix);    \
-        MS_TRY(weight(m, name, ndim, a, b, &w->field));                               \
+        MS_TRY(ms_weights_get(&m->weights, m->st, name, ndim, a, b, &w->field));                               \
     } while (0)
         LW(attn_norm, "input_layernorm.weight", 1, m->d, 0);
         LW(wq, "self_attn.q_proj.weight", 2, m->q_dim, m->d);
@@ -129,15 +94,6 @@ static ms_status load_weights(ms_model *m) {
 #undef LW
     }
     return MS_OK;
-}
-
-static ms_status alloc_f32(float **p, int64_t a, int64_t b) {
-    size_t n;
-    if (!ms_mul_size((size_t)a, (size_t)b, &n) || !ms_mul_size(n, sizeof(float), &n)) {
-        MS_FAIL(MS_ERR_RANGE, "buffer of %lld x %lld floats overflows", (long long)a, (long long)b);
-    }
-    *p = ms_calloc(1, n);
-    return *p ? MS_OK : MS_ERR_NOMEM;
 }
 
 ms_status ms_model_load(const char *dir, const ms_model_opts *opts, ms_model **out) {
@@ -185,25 +141,20 @@ ms_status ms_model_load(const char *dir, const ms_model_opts *opts, ms_model **o
     }
     MS_TRY_GOTO(st, load_weights(m), fail);
 
-    ms_k_rope_params rp = {.theta = c->rope_theta,
-                           .llama3 = c->rope_scaling.type == MS_ROPE_LLAMA3,
-                           .factor = c->rope_scaling.factor,
-                           .low_freq_factor = c->rope_scaling.low_freq_factor,
-                           .high_freq_factor = c->rope_scaling.high_freq_factor,
-                           .original_max_pos = c->rope_scaling.original_max_position_embeddings};
+    ms_k_rope_params rp = ms_rope_params_of(c);
     MS_TRY_GOTO(st, ms_k_rope_build(&m->rope, m->max_ctx, m->hd, &rp), fail);
 
     const int64_t B = m->max_batch;
-    MS_TRY_GOTO(st, alloc_f32(&m->kcache, m->n_layers * m->max_ctx, m->kv_dim), fail);
-    MS_TRY_GOTO(st, alloc_f32(&m->vcache, m->n_layers * m->max_ctx, m->kv_dim), fail);
-    MS_TRY_GOTO(st, alloc_f32(&m->x, B, m->d), fail);
-    MS_TRY_GOTO(st, alloc_f32(&m->xb, B, m->d > m->q_dim ? m->d : m->q_dim), fail);
-    MS_TRY_GOTO(st, alloc_f32(&m->q, B, m->q_dim), fail);
-    MS_TRY_GOTO(st, alloc_f32(&m->att, B, m->q_dim), fail);
-    MS_TRY_GOTO(st, alloc_f32(&m->hb, B, m->ffn), fail);
-    MS_TRY_GOTO(st, alloc_f32(&m->hb2, B, m->ffn), fail);
-    MS_TRY_GOTO(st, alloc_f32(&m->hidden, B, m->d), fail);
-    MS_TRY_GOTO(st, alloc_f32(&m->scores, m->max_ctx, 1), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->kcache, m->n_layers * m->max_ctx, m->kv_dim), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->vcache, m->n_layers * m->max_ctx, m->kv_dim), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->x, B, m->d), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->xb, B, m->d > m->q_dim ? m->d : m->q_dim), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->q, B, m->q_dim), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->att, B, m->q_dim), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->hb, B, m->ffn), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->hb2, B, m->ffn), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->hidden, B, m->d), fail);
+    MS_TRY_GOTO(st, ms_alloc_f32(&m->scores, m->max_ctx, 1), fail);
     m->pos = ms_calloc((size_t)B, sizeof *m->pos);
     if (!m->pos) {
         st = MS_ERR_NOMEM;
@@ -219,8 +170,7 @@ fail:
 void ms_model_free(ms_model **pm) {
     ms_model *m = *pm;
     if (!m) return;
-    for (int64_t i = 0; i < m->n_owned; i++) free(m->owned[i]);
-    free(m->owned);
+    ms_weights_free(&m->weights);
     free(m->layers);
     ms_k_rope_free(&m->rope);
     free(m->kcache);

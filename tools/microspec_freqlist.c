@@ -44,16 +44,7 @@ static void usage(FILE *f) {
 }
 
 static bool parse_i64(const char *s, const char *flag, int64_t lo, int64_t hi, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, TOOL ": %s expects an integer in [%lld, %lld], got '%s'\n", flag, (long long)lo,
-                (long long)hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
+    return ms_cli_i64(TOOL, flag, s, lo, hi, out);
 }
 
 static ms_status load_tokenizer(const char *path, ms_tok **tok) {

@@ -63,28 +63,11 @@ static void usage(FILE *f) {
 }
 
 static bool parse_i64(const char *s, const char *flag, int64_t lo, int64_t hi, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "microspec-generate: %s expects an integer in [%lld, %lld], got '%s'\n", flag, (long long)lo,
-                (long long)hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
+    return ms_cli_i64("microspec-generate", flag, s, lo, hi, out);
 }
 
 static bool parse_f(const char *s, const char *flag, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "microspec-generate: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
+    return ms_cli_f64("microspec-generate", flag, s, lo, hi, out);
 }
 
 typedef struct {

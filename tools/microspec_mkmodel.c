@@ -233,23 +233,9 @@ done:
 
 /* ---- arguments -------------------------------------------------------------- */
 
-static bool parse_i64(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end) return false;
-    *out = v;
-    return true;
-}
+static bool parse_i64(const char *s, int64_t *out) { return ms_parse_i64(s, INT64_MIN, INT64_MAX, out); }
 
-static bool parse_f64(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v)) return false;
-    *out = v;
-    return true;
-}
+static bool parse_f64(const char *s, double *out) { return ms_parse_f64(s, -HUGE_VAL, HUGE_VAL, out); }
 
 int main(int argc, char **argv) {
     ms_log_set_role("mkmodel");
