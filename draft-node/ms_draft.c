@@ -70,6 +70,7 @@ bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out) {
 }
 
 int64_t ms_dft_vocab(const ms_dft *d) { return d->V; }
+int64_t ms_dft_hidden(const ms_dft *d) { return d->d; }
 const ms_vocab *ms_dft_vocabulary(const ms_dft *d) { return d->vocab; }
 
 void ms_dft_free(ms_dft **pd) {

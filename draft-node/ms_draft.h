@@ -44,7 +44,8 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out);
 void ms_dft_free(ms_dft **d);
 /* The port the target drives; valid while d lives. */
 ms_draft_port ms_dft_port(ms_dft *d);
-int64_t ms_dft_vocab(const ms_dft *d); /* V of the draft's LM head */
+int64_t ms_dft_vocab(const ms_dft *d);  /* V of the draft's LM head */
+int64_t ms_dft_hidden(const ms_dft *d); /* d of the draft's hidden state (eagle: the target's) */
 const ms_vocab *ms_dft_vocabulary(const ms_dft *d);
 
 #endif

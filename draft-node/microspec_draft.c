@@ -1,0 +1,213 @@
+/* microspec-draft — the draft node: connects to the target over the link and
+ * drafts a tree per round (DESIGN §4, §6 `sync`). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ms_config.h"
+#include "ms_draft.h"
+#include "ms_kernels.h"
+#include "ms_link.h"
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: microspec-draft --config FILE\n"
+            "\n"
+            "The draft node of a MicroSpec cluster: loads the draft model described by the\n"
+            "cluster configuration, connects to the target node's link endpoint and drafts\n"
+            "token trees for it. Runs until SIGINT/SIGTERM; reconnects by itself when the\n"
+            "target restarts. Logs go to stderr.\n"
+            "\n"
+            "  -c, --config FILE   cluster configuration (libconfig; see cluster/configs/)\n"
+            "  -h, --help          this text\n");
+}
+
+/* The tokenizer file of a model folder, fingerprinted for the hello. */
+static ms_status tokenizer_fp(const char *dir, char fp[17]) {
+    const char *names[] = {"tokenizer.json", "tokenizer.bin"};
+    for (int i = 0; i < 2; i++) {
+        char *p = ms_path_join(dir, names[i]);
+        if (!p) return MS_ERR_NOMEM;
+        bool ok = ms_file_exists(p);
+        ms_status s = ok ? ms_link_fingerprint_file(p, fp) : MS_OK;
+        free(p);
+        if (ok) return s;
+    }
+    MS_FAIL(MS_ERR_NOT_FOUND, "%s: no tokenizer.json or tokenizer.bin to fingerprint", dir);
+}
+
+typedef struct {
+    ms_link *link;
+    ms_draft_port port;
+} node;
+
+static void reply_error(node *n, uint64_t rid, int64_t round, ms_status code, const char *what) {
+    ms_wire_msg e = {.type = MS_WIRE_ERROR, .request_id = rid, .round = round};
+    e.u.error.code = code;
+    snprintf(e.u.error.message, sizeof e.u.error.message, "draft %s failed: %s (see the draft node's log)", what,
+             ms_status_str(code));
+    if (ms_link_send(n->link, &e) < 0) MS_LOG_WARN("could not deliver the error reply");
+}
+
+/* Draft round `round` of request rid and send the tree. */
+static void draft_and_send(node *n, uint64_t rid, int64_t round) {
+    ms_wire_msg t = {.type = MS_WIRE_TREE, .request_id = rid, .round = round};
+    ms_status s = n->port.draft(n->port.ctx, rid, round, &t.u.tree);
+    if (s < 0) {
+        reply_error(n, rid, round, s, "tree");
+        return;
+    }
+    if (ms_link_send(n->link, &t) < 0) MS_LOG_WARN("request %llu: tree %lld not delivered", (unsigned long long)rid, (long long)round);
+}
+
+int main(int argc, char **argv) {
+    ms_k_cpu_fix_blas_core(argv);
+    ms_log_set_role("draft");
+    const char *cfg_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
+            cfg_path = argv[++i];
+        } else {
+            fprintf(stderr, "microspec-draft: unexpected argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!cfg_path) {
+        fprintf(stderr, "microspec-draft: --config FILE is required (see --help)\n");
+        return 2;
+    }
+    ms_cfg cfg;
+    if (ms_cfg_load(cfg_path, &cfg) < 0) return 2;
+    ms_log_level lvl = MS_LOG_INFO;
+    if (!strcmp(cfg.log.level, "debug")) lvl = MS_LOG_DEBUG;
+    else if (!strcmp(cfg.log.level, "warn")) lvl = MS_LOG_WARN;
+    else if (!strcmp(cfg.log.level, "error")) lvl = MS_LOG_ERROR;
+    else if (!strcmp(cfg.log.level, "off")) lvl = MS_LOG_OFF;
+    if (!getenv("MS_LOG")) ms_log_set_level(lvl);
+    ms_cfg_log(&cfg);
+    if (!cfg.draft.enabled) {
+        MS_LOG_ERROR("%s: draft.enabled is false: there is nothing for a draft node to do", cfg.source);
+        return 2;
+    }
+    if (strcmp(cfg.pipeline, "sync") != 0)
+        MS_LOG_WARN("pipeline '%s' is not implemented yet; running 'sync'", cfg.pipeline);
+    ms_k_cpu_set_threads((int)cfg.draft.threads);
+
+    ms_dft_opts o = ms_dft_opts_default();
+    if (!ms_draft_kind_parse(cfg.draft.kind, &o.kind) || !ms_vocab_mode_parse(cfg.vocab.mode, &o.vocab)) {
+        MS_LOG_ERROR("%s: bad draft.kind '%s' or vocab.mode '%s'", cfg.source, cfg.draft.kind, cfg.vocab.mode);
+        return 2;
+    }
+    o.model_dir = o.kind == MS_DRAFT_LAYERSKIP ? cfg.target.model : cfg.draft.model;
+    o.target_dir = cfg.target.model;
+    o.layers = cfg.draft.layers;
+    o.vocab_list = cfg.vocab.list[0] ? cfg.vocab.list : NULL;
+    o.w_max = cfg.vocab.w_max;
+    o.tree.top_k = cfg.tree.top_k;
+    o.tree.depth = cfg.tree.depth;
+    o.tree.total = cfg.tree.total;
+    o.tree.chain = cfg.tree.chain;
+    o.max_ctx = cfg.draft.max_ctx;
+
+    int rc = 1;
+    ms_dft *dft = NULL;
+    ms_link *link = NULL;
+    char tok_fp[17], model_fp[17];
+    char *model_cfg = ms_path_join(o.model_dir, "config.json");
+    if (!model_cfg || ms_link_fingerprint_file(model_cfg, model_fp) < 0) goto done;
+    /* An EAGLE head has no tokenizer of its own: it uses the target's. */
+    if (tokenizer_fp(o.kind == MS_DRAFT_LM ? cfg.draft.model : cfg.target.model, tok_fp) < 0) goto done;
+    if (ms_dft_new(&o, &dft) < 0) goto done;
+
+    ms_link_opts lo = {.endpoint = cfg.link.endpoint,
+                       .deadline_ms = (int)cfg.link.deadline_ms,
+                       .heartbeat_ms = (int)cfg.link.heartbeat_ms,
+                       .max_message_bytes = cfg.link.max_message_bytes,
+                       .curve = cfg.link.curve.enabled,
+                       .server_public = cfg.link.curve.server_public,
+                       .client_public = cfg.link.curve.client_public,
+                       .client_secret = cfg.link.curve.client_secret};
+    if (ms_link_connect(&lo, &link) < 0) goto done;
+
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+
+    node n = {.link = link, .port = ms_dft_port(dft)};
+    ms_wire_msg hello = {.type = MS_WIRE_HELLO};
+    hello.u.hello.role = MS_WIRE_ROLE_DRAFT;
+    snprintf(hello.u.hello.model_fp, sizeof hello.u.hello.model_fp, "%s", model_fp);
+    snprintf(hello.u.hello.tok_fp, sizeof hello.u.hello.tok_fp, "%s", tok_fp);
+    snprintf(hello.u.hello.kind, sizeof hello.u.hello.kind, "%s", ms_draft_kind_name(o.kind));
+    hello.u.hello.vocab = ms_dft_vocab(dft);
+    hello.u.hello.hidden = ms_dft_hidden(dft);
+    hello.u.hello.wants_features = n.port.wants_features;
+    hello.u.hello.pid = (int64_t)getpid();
+
+    bool joined = false;
+    uint64_t next_hello = 0;
+    const uint64_t reconnect_ns = (uint64_t)(cfg.link.reconnect_ms > 0 ? cfg.link.reconnect_ms : 500) * 1000000ull;
+    while (!g_stop) {
+        if (!joined && ms_now_ns() >= next_hello) {
+            if (ms_link_send(link, &hello) < 0) MS_LOG_DEBUG("hello not sent yet");
+            next_hello = ms_now_ns() + reconnect_ns;
+        }
+        ms_wire_msg m;
+        ms_status s = ms_link_recv(link, (int)cfg.link.heartbeat_ms, &m);
+        if (s == MS_ERR_TIMEOUT || s == MS_ERR_FORMAT) {
+            if (joined && !ms_link_peer_alive(link)) {
+                MS_LOG_WARN("the target went silent; announcing again");
+                joined = false;
+            }
+            continue;
+        }
+        if (s < 0) break;
+        switch (m.type) {
+        case MS_WIRE_HELLO_ACK:
+            if (!m.u.ack.accepted) {
+                MS_LOG_ERROR("the target refused this draft: %s", m.u.ack.reason);
+                goto done;
+            }
+            if (!joined) MS_LOG_INFO("joined the target at %s", cfg.link.endpoint);
+            joined = true;
+            break;
+        case MS_WIRE_BEGIN:
+            s = n.port.begin(n.port.ctx, &m.u.begin);
+            if (s < 0) reply_error(&n, m.request_id, 0, s, "begin");
+            else draft_and_send(&n, m.request_id, 1);
+            break;
+        case MS_WIRE_VERIFY:
+            s = n.port.accept(n.port.ctx, &m.u.verify);
+            if (s < 0) reply_error(&n, m.request_id, m.round, s, "accept");
+            else draft_and_send(&n, m.request_id, m.round + 1);
+            break;
+        case MS_WIRE_END:
+        case MS_WIRE_CANCEL:
+            n.port.end(n.port.ctx, m.request_id);
+            break;
+        case MS_WIRE_ERROR:
+            MS_LOG_WARN("the target reports %s: %s", ms_status_str(m.u.error.code), m.u.error.message);
+            if (m.u.error.code == MS_ERR_PEER) joined = false; /* it does not know us: announce again */
+            break;
+        default: MS_LOG_WARN("ignored an unexpected %s from the target", ms_wire_type_name(m.type)); break;
+        }
+    }
+    rc = g_stop ? 0 : 1;
+    MS_LOG_INFO("stopping");
+done:
+    free(model_cfg);
+    ms_link_close(&link);
+    ms_dft_free(&dft);
+    return rc;
+}

@@ -1,0 +1,345 @@
+/* ms_link.c — ZeroMQ ROUTER/DEALER link with deadlines, heartbeats, CURVE. */
+#include "ms_link.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define MS_ZMQ_FAIL(code, what) MS_FAIL(code, "zmq %s: %s", what, zmq_strerror(zmq_errno()))
+
+struct ms_link {
+    bool server;
+    void *ctx, *sock;
+    ms_link_opts o;
+    char endpoint[512];
+    ms_wire_buf ctrl;
+    ms_wire_arena *arena;
+    /* target: the accepted draft and the sender of the last message */
+    uint8_t peer_id[256], last_id[256];
+    size_t peer_len, last_len;
+    bool have_peer;
+    uint64_t last_heard_ns, last_sent_hb_ns, hb_seq;
+    ms_link_counters counters;
+    /* CURVE server: the ZAP handler thread and the admitted client key */
+    pthread_t zap;
+    bool zap_running;
+    uint8_t client_key[32];
+    void *zap_sock;
+};
+
+/* ---- CURVE admission (ZAP, RFC 27) ---------------------------------------- */
+
+/* Answers the ZAP requests of the server socket: 200 for the configured
+ * client public key, 400 otherwise. Runs until the context terminates. */
+static void *zap_main(void *arg) {
+    ms_link *l = arg;
+    for (;;) {
+        zmq_msg_t parts[8];
+        int n = 0;
+        int more = 1;
+        while (more && n < 8) {
+            zmq_msg_init(&parts[n]);
+            if (zmq_msg_recv(&parts[n], l->zap_sock, 0) < 0) {
+                for (int i = 0; i <= n; i++) zmq_msg_close(&parts[i]);
+                return NULL; /* ETERM: the link is closing */
+            }
+            more = zmq_msg_more(&parts[n]);
+            n++;
+        }
+        /* version, request id, domain, address, identity, mechanism, credentials... */
+        bool ok = n >= 7 && zmq_msg_size(&parts[5]) == 5 && !memcmp(zmq_msg_data(&parts[5]), "CURVE", 5) &&
+                  zmq_msg_size(&parts[6]) == 32 && !memcmp(zmq_msg_data(&parts[6]), l->client_key, 32);
+        const char *code = ok ? "200" : "400", *text = ok ? "OK" : "client key not admitted";
+        if (!ok) MS_LOG_WARN("link: refused a CURVE client with an unknown key");
+        zmq_send(l->zap_sock, "1.0", 3, ZMQ_SNDMORE);
+        zmq_send(l->zap_sock, n > 1 ? zmq_msg_data(&parts[1]) : "", n > 1 ? zmq_msg_size(&parts[1]) : 0, ZMQ_SNDMORE);
+        zmq_send(l->zap_sock, code, 3, ZMQ_SNDMORE);
+        zmq_send(l->zap_sock, text, strlen(text), ZMQ_SNDMORE);
+        zmq_send(l->zap_sock, "", 0, ZMQ_SNDMORE);
+        zmq_send(l->zap_sock, "", 0, 0);
+        for (int i = 0; i < n; i++) zmq_msg_close(&parts[i]);
+        while (more) { /* drain oversized requests */
+            zmq_msg_t x;
+            zmq_msg_init(&x);
+            if (zmq_msg_recv(&x, l->zap_sock, 0) < 0) return NULL;
+            more = zmq_msg_more(&x);
+            zmq_msg_close(&x);
+        }
+    }
+}
+
+static bool z85_key_ok(const char *k) { return k && strlen(k) == 40; }
+
+static ms_status setup_curve(ms_link *l) {
+    const ms_link_opts *o = &l->o;
+    if (!zmq_has("curve")) MS_FAIL(MS_ERR_UNSUPPORTED, "link: CURVE requested but this libzmq was built without it");
+    if (!z85_key_ok(o->server_public) || (l->server && !z85_key_ok(o->server_secret)) ||
+        !z85_key_ok(o->client_public) || (!l->server && !z85_key_ok(o->client_secret)))
+        MS_FAIL(MS_ERR_INVALID, "link: CURVE keys must be 40-character Z85 strings");
+    if (l->server) {
+        if (!zmq_z85_decode(l->client_key, o->client_public))
+            MS_FAIL(MS_ERR_INVALID, "link: client public key is not valid Z85");
+        /* The ZAP handler must be bound before the server socket binds. */
+        l->zap_sock = zmq_socket(l->ctx, ZMQ_REP);
+        if (!l->zap_sock || zmq_bind(l->zap_sock, "inproc://zeromq.zap.01") != 0) MS_ZMQ_FAIL(MS_ERR_IO, "zap bind");
+        if (pthread_create(&l->zap, NULL, zap_main, l) != 0) MS_FAIL(MS_ERR_INTERNAL, "link: cannot start ZAP thread");
+        l->zap_running = true;
+        int one = 1;
+        if (zmq_setsockopt(l->sock, ZMQ_CURVE_SERVER, &one, sizeof one) != 0 ||
+            zmq_setsockopt(l->sock, ZMQ_CURVE_SECRETKEY, o->server_secret, 41) != 0)
+            MS_ZMQ_FAIL(MS_ERR_INVALID, "curve server keys");
+    } else {
+        if (zmq_setsockopt(l->sock, ZMQ_CURVE_SERVERKEY, o->server_public, 41) != 0 ||
+            zmq_setsockopt(l->sock, ZMQ_CURVE_PUBLICKEY, o->client_public, 41) != 0 ||
+            zmq_setsockopt(l->sock, ZMQ_CURVE_SECRETKEY, o->client_secret, 41) != 0)
+            MS_ZMQ_FAIL(MS_ERR_INVALID, "curve client keys");
+    }
+    return MS_OK;
+}
+
+/* ---- open / close ----------------------------------------------------------- */
+
+static ms_status link_open(const ms_link_opts *o, bool server, ms_link **out) {
+    *out = NULL;
+    if (!o->endpoint || (strncmp(o->endpoint, "tcp://", 6) && strncmp(o->endpoint, "ipc://", 6)))
+        MS_FAIL(MS_ERR_INVALID, "link: endpoint '%s' must start with tcp:// or ipc://", o->endpoint ? o->endpoint : "");
+    ms_link *l = ms_calloc(1, sizeof *l);
+    if (!l) return MS_ERR_NOMEM;
+    l->server = server;
+    l->o = *o;
+    snprintf(l->endpoint, sizeof l->endpoint, "%s", o->endpoint);
+    l->o.endpoint = l->endpoint;
+    if (l->o.deadline_ms <= 0) l->o.deadline_ms = 2000;
+    if (l->o.heartbeat_ms <= 0) l->o.heartbeat_ms = 500;
+    if (l->o.max_message_bytes <= 0) l->o.max_message_bytes = 64ll << 20;
+    ms_status st = ms_wire_arena_new(o->max_prompt, &l->arena);
+    if (st < 0) goto fail;
+    l->ctx = zmq_ctx_new();
+    l->sock = l->ctx ? zmq_socket(l->ctx, server ? ZMQ_ROUTER : ZMQ_DEALER) : NULL;
+    if (!l->sock) {
+        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "zmq socket: %s", zmq_strerror(zmq_errno()));
+        st = MS_ERR_IO;
+        goto fail;
+    }
+    int zero = 0, one = 1;
+    int64_t maxmsg = l->o.max_message_bytes;
+    int reconnect = 200;
+    zmq_setsockopt(l->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(l->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(l->sock, ZMQ_RECONNECT_IVL, &reconnect, sizeof reconnect);
+    zmq_setsockopt(l->sock, ZMQ_SNDTIMEO, &l->o.deadline_ms, sizeof l->o.deadline_ms);
+    if (server) zmq_setsockopt(l->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    if (o->curve && (st = setup_curve(l)) < 0) goto fail;
+    if ((server ? zmq_bind(l->sock, l->endpoint) : zmq_connect(l->sock, l->endpoint)) != 0) {
+        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "link: cannot %s %s: %s", server ? "bind" : "connect",
+                   l->endpoint, zmq_strerror(zmq_errno()));
+        st = MS_ERR_IO;
+        goto fail;
+    }
+    MS_LOG_INFO("link: %s %s%s", server ? "listening on" : "connecting to", l->endpoint,
+                o->curve ? " (CURVE)" : "");
+    *out = l;
+    return MS_OK;
+fail:
+    ms_link_close(&l);
+    return st;
+}
+
+ms_status ms_link_bind(const ms_link_opts *o, ms_link **out) { return link_open(o, true, out); }
+ms_status ms_link_connect(const ms_link_opts *o, ms_link **out) { return link_open(o, false, out); }
+
+void ms_link_close(ms_link **pl) {
+    ms_link *l = *pl;
+    if (!l) return;
+    if (l->sock) zmq_close(l->sock);
+    if (l->ctx) zmq_ctx_shutdown(l->ctx); /* wakes the ZAP thread with ETERM */
+    if (l->zap_running) {
+        pthread_join(l->zap, NULL);
+    }
+    if (l->zap_sock) zmq_close(l->zap_sock);
+    if (l->ctx) zmq_ctx_term(l->ctx);
+    ms_wire_buf_free(&l->ctrl);
+    ms_wire_arena_free(&l->arena);
+    free(l);
+    *pl = NULL;
+}
+
+/* ---- send ------------------------------------------------------------------- */
+
+static ms_status send_to(ms_link *l, const uint8_t *id, size_t id_len, const ms_wire_msg *m) {
+    const void *tensor = NULL;
+    size_t tensor_bytes = 0;
+    MS_TRY(ms_wire_encode(m, &l->ctrl, &tensor, &tensor_bytes));
+    if (l->server && zmq_send(l->sock, id, id_len, ZMQ_SNDMORE) < 0) goto fail;
+    if (zmq_send(l->sock, l->ctrl.data, l->ctrl.len, tensor ? ZMQ_SNDMORE : 0) < 0) goto fail;
+    if (tensor && zmq_send(l->sock, tensor, tensor_bytes, 0) < 0) goto fail;
+    l->counters.sent++;
+    return MS_OK;
+fail:
+    /* EHOSTUNREACH (router: peer gone) or EAGAIN (send deadline): the
+     * caller decides how loud this is. */
+    MS_LOG_DEBUG("link: cannot send %s: %s", ms_wire_type_name(m->type), zmq_strerror(zmq_errno()));
+    return MS_ERR_PEER;
+}
+
+ms_status ms_link_send(ms_link *l, const ms_wire_msg *m) {
+    if (l->server && !l->have_peer) MS_FAIL(MS_ERR_PEER, "link: no draft connected");
+    return send_to(l, l->peer_id, l->peer_len, m);
+}
+
+static void send_error(ms_link *l, const uint8_t *id, size_t id_len, const ms_wire_msg *about, ms_status code,
+                       const char *text) {
+    ms_wire_msg e = {.type = MS_WIRE_ERROR};
+    if (about) {
+        e.request_id = about->request_id;
+        e.round = about->round;
+    }
+    e.u.error.code = code;
+    snprintf(e.u.error.message, sizeof e.u.error.message, "%s", text);
+    if (send_to(l, id, id_len, &e) < 0) MS_LOG_DEBUG("link: error reply not delivered");
+}
+
+void ms_link_tick(ms_link *l) {
+    uint64_t now = ms_now_ns();
+    if ((l->server && !l->have_peer) || now - l->last_sent_hb_ns < (uint64_t)l->o.heartbeat_ms * 1000000ull) return;
+    l->last_sent_hb_ns = now;
+    ms_wire_msg hb = {.type = MS_WIRE_HEARTBEAT};
+    hb.u.heartbeat.seq = ++l->hb_seq;
+    hb.u.heartbeat.t_ns = now;
+    if (send_to(l, l->peer_id, l->peer_len, &hb) < 0 && l->server) {
+        MS_LOG_WARN("link: draft unreachable; dropping it");
+        l->have_peer = false;
+    }
+}
+
+/* ---- receive ----------------------------------------------------------------- */
+
+/* One multipart message: [identity] ctrl [tensor]. Extra parts make it invalid. */
+static ms_status recv_frames(ms_link *l, zmq_msg_t *id, zmq_msg_t *ctrl, zmq_msg_t *tensor, bool *has_tensor,
+                             bool *extra) {
+    *has_tensor = *extra = false;
+    if (l->server && zmq_msg_recv(id, l->sock, ZMQ_DONTWAIT) < 0) return MS_ERR_TIMEOUT;
+    if (zmq_msg_recv(ctrl, l->sock, l->server ? 0 : ZMQ_DONTWAIT) < 0) return MS_ERR_TIMEOUT;
+    if (zmq_msg_more(ctrl)) {
+        zmq_msg_recv(tensor, l->sock, 0);
+        *has_tensor = true;
+        while (zmq_msg_more(tensor)) {
+            zmq_msg_t x;
+            zmq_msg_init(&x);
+            zmq_msg_recv(&x, l->sock, 0);
+            int more = zmq_msg_more(&x);
+            zmq_msg_close(&x);
+            *extra = true;
+            if (!more) break;
+        }
+    }
+    return MS_OK;
+}
+
+ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
+    if (timeout_ms < 0) timeout_ms = l->o.deadline_ms;
+    const uint64_t end = ms_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        ms_link_tick(l);
+        uint64_t now = ms_now_ns();
+        long wait_ms = now >= end ? 0 : (long)((end - now) / 1000000ull);
+        if (wait_ms > l->o.heartbeat_ms) wait_ms = l->o.heartbeat_ms;
+        zmq_pollitem_t pi = {.socket = l->sock, .events = ZMQ_POLLIN};
+        int r = zmq_poll(&pi, 1, wait_ms);
+        if (r < 0 && zmq_errno() != EINTR) MS_ZMQ_FAIL(MS_ERR_IO, "poll");
+        if (r <= 0) {
+            if (ms_now_ns() >= end) return MS_ERR_TIMEOUT;
+            continue;
+        }
+        zmq_msg_t id, ctrl, tensor;
+        zmq_msg_init(&id);
+        zmq_msg_init(&ctrl);
+        zmq_msg_init(&tensor);
+        bool has_tensor, extra;
+        ms_status st = recv_frames(l, &id, &ctrl, &tensor, &has_tensor, &extra);
+        if (st < 0) {
+            zmq_msg_close(&id);
+            zmq_msg_close(&ctrl);
+            zmq_msg_close(&tensor);
+            continue;
+        }
+        if (l->server) {
+            l->last_len = zmq_msg_size(&id) < sizeof l->last_id ? zmq_msg_size(&id) : sizeof l->last_id;
+            memcpy(l->last_id, zmq_msg_data(&id), l->last_len);
+        }
+        if (extra) {
+            st = MS_ERR_FORMAT;
+            MS_LOG_WARN("link: dropped a message of more than two frames");
+        } else {
+            st = ms_wire_decode(zmq_msg_data(&ctrl), zmq_msg_size(&ctrl), has_tensor ? zmq_msg_data(&tensor) : NULL,
+                                has_tensor ? zmq_msg_size(&tensor) : 0, has_tensor, l->arena, out);
+        }
+        zmq_msg_close(&id);
+        zmq_msg_close(&ctrl);
+        zmq_msg_close(&tensor);
+        if (st < 0) {
+            l->counters.decode_errors++;
+            send_error(l, l->last_id, l->last_len, NULL, st,
+                       extra ? "message has more than two frames" : ms_wire_arena_error(l->arena));
+            return st == MS_ERR_NOMEM ? st : MS_ERR_FORMAT;
+        }
+        bool from_peer = !l->server ||
+                         (l->have_peer && l->last_len == l->peer_len && !memcmp(l->last_id, l->peer_id, l->peer_len));
+        if (out->type == MS_WIRE_HELLO && l->server) return MS_OK; /* the caller decides */
+        if (!from_peer) {
+            send_error(l, l->last_id, l->last_len, out, MS_ERR_PEER, "not connected: send a hello first");
+            MS_LOG_WARN("link: dropped %s from an unknown peer", ms_wire_type_name(out->type));
+            continue;
+        }
+        l->last_heard_ns = ms_now_ns();
+        l->counters.received++;
+        if (out->type == MS_WIRE_HEARTBEAT) {
+            l->counters.heartbeats++;
+            continue;
+        }
+        return MS_OK;
+    }
+}
+
+ms_status ms_link_accept_peer(ms_link *l, bool accept, const char *reason) {
+    MS_ASSERT(l->server);
+    ms_wire_msg ack = {.type = MS_WIRE_HELLO_ACK};
+    ack.u.ack.accepted = accept;
+    snprintf(ack.u.ack.reason, sizeof ack.u.ack.reason, "%s", reason ? reason : "");
+    if (accept) {
+        memcpy(l->peer_id, l->last_id, l->last_len);
+        l->peer_len = l->last_len;
+        l->have_peer = true;
+        l->last_heard_ns = ms_now_ns();
+    }
+    return send_to(l, l->last_id, l->last_len, &ack);
+}
+
+void ms_link_drop_peer(ms_link *l) { l->have_peer = false; }
+
+bool ms_link_has_peer(const ms_link *l) { return !l->server || l->have_peer; }
+
+bool ms_link_peer_alive(const ms_link *l) {
+    if (l->server && !l->have_peer) return false;
+    return l->last_heard_ns && ms_now_ns() - l->last_heard_ns < 3ull * (uint64_t)l->o.heartbeat_ms * 1000000ull;
+}
+
+ms_link_counters ms_link_counters_get(const ms_link *l) { return l->counters; }
+
+ms_status ms_link_fingerprint_file(const char *path, char out[17]) {
+    char *data;
+    size_t len;
+    MS_TRY(ms_read_file(path, &data, &len));
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (uint8_t)data[i];
+        h *= 1099511628211ull;
+    }
+    free(data);
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return MS_OK;
+}

@@ -1,0 +1,69 @@
+/* ms_link.h — the ZeroMQ link between the target node and the draft node.
+ *
+ * The target binds a ROUTER socket at the configured endpoint (tcp:// or
+ * ipc://); the draft connects a DEALER and announces itself with a hello.
+ * One draft is served at a time: the peer whose hello was accepted last.
+ * Each message is one ZeroMQ multipart message of ms_wire frames. Every wait
+ * has a deadline; heartbeats are sent and consumed inside the waits, so a
+ * silent peer is noticed. With CURVE the target is the server and only the
+ * configured client public key is admitted (a ZAP handler checks it).
+ *
+ * Not thread-safe: one thread at a time (callers serialise with a mutex).
+ */
+#ifndef MS_LINK_H
+#define MS_LINK_H
+
+#include "ms_wire.h"
+
+typedef struct {
+    const char *endpoint;      /* "tcp://127.0.0.1:5757", "ipc:///tmp/ms.sock" */
+    int deadline_ms;           /* default wait for the peer's answer (≥ 1) */
+    int heartbeat_ms;          /* heartbeat period; the peer is down after 3 missed */
+    int64_t max_message_bytes; /* larger messages are dropped by ZeroMQ (ZMQ_MAXMSGSIZE) */
+    int64_t max_prompt;        /* decoder bound on begin's prompt (0: default) */
+    bool curve;
+    const char *server_public, *server_secret; /* Z85, 40 chars */
+    const char *client_public, *client_secret;
+} ms_link_opts;
+
+typedef struct ms_link ms_link;
+
+ms_status ms_link_bind(const ms_link_opts *o, ms_link **out);    /* target */
+ms_status ms_link_connect(const ms_link_opts *o, ms_link **out); /* draft */
+void ms_link_close(ms_link **l);
+
+/* Send to the peer (target: the accepted draft; MS_ERR_PEER when there is
+ * none or it is gone). */
+ms_status ms_link_send(ms_link *l, const ms_wire_msg *m);
+
+/* Wait up to timeout_ms (0: poll, -1: the deadline) for one message that is
+ * not a heartbeat. MS_ERR_TIMEOUT when none came. A frame that does not decode
+ * is answered with an error reply, logged, and MS_ERR_FORMAT returned (the
+ * caller just goes on). On the target, a hello from a new draft is returned
+ * to the caller, who accepts it with ms_link_accept_peer; messages from any
+ * other unknown peer are answered with an error and dropped. *out points into
+ * the link's arena until the next receive. */
+ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out);
+
+/* Target: make the sender of the last received hello the draft peer (or
+ * refuse it); answers with a hello_ack either way. */
+ms_status ms_link_accept_peer(ms_link *l, bool accept, const char *reason);
+/* Target: forget the current draft peer (after a failure). */
+void ms_link_drop_peer(ms_link *l);
+/* Target: a draft peer is accepted and was not found unreachable since. */
+bool ms_link_has_peer(const ms_link *l);
+/* A peer is known and was heard from within 3 heartbeat periods. */
+bool ms_link_peer_alive(const ms_link *l);
+/* Send a heartbeat now if one is due (both roles; also done inside recv). */
+void ms_link_tick(ms_link *l);
+
+/* Message counters of the link. */
+typedef struct {
+    int64_t sent, received, decode_errors, heartbeats;
+} ms_link_counters;
+ms_link_counters ms_link_counters_get(const ms_link *l);
+
+/* Fingerprint of a file's bytes (FNV-1a 64, hex) for the hello. */
+ms_status ms_link_fingerprint_file(const char *path, char out[17]);
+
+#endif
