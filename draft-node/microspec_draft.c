@@ -47,6 +47,8 @@ static ms_status tokenizer_fp(const char *dir, char fp[17]) {
 typedef struct {
     ms_link *link;
     ms_draft_port port;
+    ms_dft *dft;
+    bool overlap; /* pre-draft the next round while the target verifies */
 } node;
 
 static void reply_error(node *n, uint64_t rid, int64_t round, ms_status code, const char *what) {
@@ -55,6 +57,11 @@ static void reply_error(node *n, uint64_t rid, int64_t round, ms_status code, co
     snprintf(e.u.error.message, sizeof e.u.error.message, "draft %s failed: %s (see the draft node's log)", what,
              ms_status_str(code));
     if (ms_link_send(n->link, &e) < 0) MS_LOG_WARN("could not deliver the error reply");
+}
+
+/* Overlap: pre-draft the next round now, while the target verifies. */
+static void predraft(node *n) {
+    if (n->overlap && ms_dft_predraft(n->dft) < 0) MS_LOG_DEBUG("no pre-draft this round");
 }
 
 /* Draft round `round` of request rid and send the tree. */
@@ -100,8 +107,6 @@ int main(int argc, char **argv) {
         MS_LOG_ERROR("%s: draft.enabled is false: there is nothing for a draft node to do", cfg.source);
         return 2;
     }
-    if (strcmp(cfg.pipeline, "sync") != 0)
-        MS_LOG_WARN("pipeline '%s' is not implemented yet; running 'sync'", cfg.pipeline);
     ms_k_cpu_set_threads((int)cfg.draft.threads);
 
     ms_dft_opts o = ms_dft_opts_default();
@@ -144,7 +149,12 @@ int main(int argc, char **argv) {
     signal(SIGTERM, on_signal);
     signal(SIGPIPE, SIG_IGN);
 
-    node n = {.link = link, .port = ms_dft_port(dft)};
+    node n = {.link = link, .port = ms_dft_port(dft), .dft = dft, .overlap = !strcmp(cfg.pipeline, "overlap")};
+    if (n.overlap && o.kind == MS_DRAFT_EAGLE) {
+        MS_LOG_WARN("pipeline overlap needs the target's features of the path it bets on: eagle drafts run sync");
+        n.overlap = false;
+    }
+    MS_LOG_INFO("pipeline %s", n.overlap ? "overlap" : "sync");
     ms_wire_msg hello = {.type = MS_WIRE_HELLO};
     hello.u.hello.role = MS_WIRE_ROLE_DRAFT;
     snprintf(hello.u.hello.model_fp, sizeof hello.u.hello.model_fp, "%s", model_fp);
@@ -184,17 +194,38 @@ int main(int argc, char **argv) {
             break;
         case MS_WIRE_BEGIN:
             s = n.port.begin(n.port.ctx, &m.u.begin);
-            if (s < 0) reply_error(&n, m.request_id, 0, s, "begin");
-            else draft_and_send(&n, m.request_id, 1);
+            if (s < 0) {
+                reply_error(&n, m.request_id, 0, s, "begin");
+            } else {
+                draft_and_send(&n, m.request_id, 1);
+                predraft(&n);
+            }
             break;
-        case MS_WIRE_VERIFY:
-            s = n.port.accept(n.port.ctx, &m.u.verify);
-            if (s < 0) reply_error(&n, m.request_id, m.round, s, "accept");
-            else draft_and_send(&n, m.request_id, m.round + 1);
+        case MS_WIRE_VERIFY: {
+            bool hit = false;
+            ms_wire_msg t = {.type = MS_WIRE_TREE, .request_id = m.request_id, .round = m.round + 1};
+            s = n.overlap ? ms_dft_accept_overlap(dft, &m.u.verify, &hit, &t.u.tree) : n.port.accept(n.port.ctx, &m.u.verify);
+            if (s < 0) {
+                reply_error(&n, m.request_id, m.round, s, "accept");
+                break;
+            }
+            if (hit) {
+                if (ms_link_send(link, &t) < 0) MS_LOG_WARN("request %llu: tree not delivered", (unsigned long long)m.request_id);
+            } else {
+                draft_and_send(&n, m.request_id, m.round + 1);
+            }
+            predraft(&n);
             break;
+        }
         case MS_WIRE_END:
         case MS_WIRE_CANCEL:
             n.port.end(n.port.ctx, m.request_id);
+            if (n.overlap) {
+                int64_t hits, misses;
+                ms_dft_overlap_counts(dft, &hits, &misses);
+                MS_LOG_INFO("request %llu over; pre-drafts so far: %lld confirmed, %lld dropped",
+                            (unsigned long long)m.request_id, (long long)hits, (long long)misses);
+            }
             break;
         case MS_WIRE_ERROR:
             MS_LOG_WARN("the target reports %s: %s", ms_status_str(m.u.error.code), m.u.error.message);

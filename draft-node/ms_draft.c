@@ -35,6 +35,15 @@ struct ms_dft {
     int64_t pend_cap;
     ms_tree tree;      /* the last tree drafted */
     ms_draft_stats next_stats; /* coverage and vocab time to report with the next tree */
+
+    /* overlap pre-draft of round `round` + 1 (DESIGN §6) */
+    bool pre_active;
+    int32_t pre_path[MS_TREE_MAX]; /* assumed accepted path (node indices of `tree`) */
+    int64_t pre_n_path;
+    int32_t pre_bonus, pre_root;   /* assumed bonus; the root before the pre-draft */
+    int64_t pre_committed;         /* draft KV rows before the speculative commit */
+    ms_msg_tree pre_tree;          /* round + 1's tree, stats of the pre-draft work */
+    int64_t pre_hits, pre_misses;
 };
 
 ms_dft_opts ms_dft_opts_default(void) {
@@ -304,19 +313,16 @@ static ms_status port_begin(void *ctx, const ms_msg_begin *m) {
     d->root = m->root;
     d->round = 0;
     d->tree.n = 0;
+    d->pre_active = false;
     memset(&d->next_stats, 0, sizeof d->next_stats);
     d->next_stats.vocab_ns = vocab_ns;
     d->active = true;
     return MS_OK;
 }
 
-static ms_status port_draft(void *ctx, uint64_t rid, int64_t round, ms_msg_tree *out) {
-    ms_dft *d = ctx;
-    if (!d->active || rid != d->rid)
-        MS_FAIL(MS_ERR_INVALID, "draft: request %llu is not the active one", (unsigned long long)rid);
-    if (round != d->round + 1 || (d->round > 0 && d->tree.n == 0))
-        MS_FAIL(MS_ERR_INVALID, "draft: round %lld out of order (last drafted %lld)", (long long)round,
-                (long long)d->round);
+/* Commit what is pending, take the level-1 top-K after the root, build the
+ * tree level by level, drop the tree rows from the KV. */
+static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree *out) {
     uint64_t t0 = ms_now_ns();
     MS_TRY(commit_pending(d));
     d->next_stats.backbone_ns += ms_now_ns() - t0;
@@ -343,8 +349,19 @@ static ms_status port_draft(void *ctx, uint64_t rid, int64_t round, ms_msg_tree 
     return MS_OK;
 }
 
-static ms_status port_accept(void *ctx, const ms_msg_verify *m) {
+static ms_status port_draft(void *ctx, uint64_t rid, int64_t round, ms_msg_tree *out) {
     ms_dft *d = ctx;
+    if (!d->active || rid != d->rid)
+        MS_FAIL(MS_ERR_INVALID, "draft: request %llu is not the active one", (unsigned long long)rid);
+    if (round != d->round + 1 || (d->round > 0 && d->tree.n == 0) || d->pre_active)
+        MS_FAIL(MS_ERR_INVALID, "draft: round %lld out of order (last drafted %lld)", (long long)round,
+                (long long)d->round);
+    return draft_round(d, rid, round, out);
+}
+
+/* The target's verdict must answer the last tree: same request and round, a
+ * path of parent→child steps from the root, ids in range. */
+static ms_status check_verdict(const ms_dft *d, const ms_msg_verify *m) {
     if (!d->active || m->request_id != d->rid || m->round != d->round || d->tree.n == 0)
         MS_FAIL(MS_ERR_INVALID, "draft accept: request %llu round %lld does not match the last tree (%llu, %lld)",
                 (unsigned long long)m->request_id, (long long)m->round, (unsigned long long)d->rid,
@@ -361,42 +378,159 @@ static ms_status port_accept(void *ctx, const ms_msg_verify *m) {
     if (m->k_ver < 0 || (m->k_ver > 0 && !m->ver_topk)) MS_FAIL(MS_ERR_INVALID, "draft accept: bad top-K_ver");
     if (d->eg && (!m->features || m->feat_dim != d->d))
         MS_FAIL(MS_ERR_INVALID, "draft accept: eagle needs path features of width %lld", (long long)d->d);
+    return MS_OK;
+}
 
-    /* Coverage: were the emitted tokens inside the vocabulary this tree was drafted from? */
+/* Tokens the verdict emits: the accepted path's tokens, then the bonus. */
+static int64_t emitted_tokens(const ms_dft *d, const ms_msg_verify *m, int32_t *out) {
+    int64_t n = 0;
+    for (int64_t k = 1; k < m->n_path; k++) out[n++] = d->tree.token[m->path[k]];
+    out[n++] = m->bonus;
+    return n;
+}
+
+/* Coverage of the emitted tokens against the vocabulary the tree was drafted
+ * from, then the stream additions C_draft and C_ver (DESIGN §5). */
+static ms_status apply_vocab(ms_dft *d, const ms_msg_verify *m, ms_draft_stats *into) {
     int32_t emitted[MS_TREE_MAX + 1];
-    int64_t n_emit = 0;
-    for (int64_t k = 1; k < m->n_path; k++) emitted[n_emit++] = t->token[m->path[k]];
-    emitted[n_emit++] = m->bonus;
-    for (int64_t i = 0; i < n_emit; i++) d->next_stats.covered += ms_vocab_contains(d->vocab, emitted[i]);
-    d->next_stats.emitted += n_emit;
-
+    int64_t n_emit = emitted_tokens(d, m, emitted);
+    for (int64_t i = 0; i < n_emit; i++) into->covered += ms_vocab_contains(d->vocab, emitted[i]);
+    into->emitted += n_emit;
     uint64_t t0 = ms_now_ns();
     int32_t c_draft[MS_TREE_MAX];
-    int64_t n_draft = ms_tree_distinct_ids(t, c_draft);
+    int64_t n_draft = ms_tree_distinct_ids(&d->tree, c_draft);
     MS_TRY(ms_vocab_append_round(d->vocab, c_draft, n_draft, m->ver_topk, m->n_path, m->k_ver));
-    d->next_stats.vocab_ns += ms_now_ns() - t0;
+    into->vocab_ns += ms_now_ns() - t0;
+    return MS_OK;
+}
 
-    /* Rows to commit next round: lm — the accepted tokens and the bonus;
-     * eagle — each path node's feature paired with the token after it. */
-    MS_TRY(pend_reserve(d, m->n_path));
+/* Rows to commit next round: lm — the accepted tokens and the bonus;
+ * eagle — each path node's feature paired with the token after it. */
+static ms_status set_pending(ms_dft *d, const ms_msg_verify *m) {
+    MS_TRY(pend_reserve(d, m->n_path + 1));
     d->pending.n = 0;
     if (d->eg) {
         for (int64_t k = 0; k < m->n_path; k++) {
-            d->pending.v[k] = k + 1 < m->n_path ? t->token[m->path[k + 1]] : m->bonus;
+            d->pending.v[k] = k + 1 < m->n_path ? d->tree.token[m->path[k + 1]] : m->bonus;
             memcpy(d->pend_feat + k * d->d, m->features + k * d->d, (size_t)d->d * sizeof(float));
         }
         d->pending.n = m->n_path;
     } else {
-        for (int64_t i = 0; i < n_emit; i++) d->pending.v[i] = emitted[i];
-        d->pending.n = n_emit;
+        d->pending.n = emitted_tokens(d, m, d->pending.v);
     }
     d->root = m->bonus;
     return MS_OK;
 }
 
+/* Undo a pre-draft: its KV rows, its root; the tree of round `round` stays. */
+static ms_status rollback_predraft(ms_dft *d) {
+    if (!d->pre_active) return MS_OK;
+    d->pre_active = false;
+    d->committed = d->pre_committed;
+    d->root = d->pre_root;
+    d->pending.n = 0;
+    return d->eg ? ms_eagle_truncate(d->eg, d->committed) : ms_model_truncate(d->lm, d->committed);
+}
+
+static ms_status port_accept(void *ctx, const ms_msg_verify *m) {
+    ms_dft *d = ctx;
+    MS_TRY(check_verdict(d, m));
+    MS_TRY(rollback_predraft(d));
+    MS_TRY(apply_vocab(d, m, &d->next_stats));
+    return set_pending(d, m);
+}
+
+/* ---- overlap ------------------------------------------------------------------- */
+
+ms_status ms_dft_predraft(ms_dft *d) {
+    if (d->eg) MS_FAIL(MS_ERR_UNSUPPORTED, "overlap pre-drafting needs the target's features: not for eagle drafts");
+    if (!d->active || d->tree.n < 1 || d->pre_active || d->pending.n != 0)
+        MS_FAIL(MS_ERR_INVALID, "pre-draft: no tree of round %lld waiting for its verdict", (long long)d->round);
+    const ms_tree *t = &d->tree;
+    /* The deepest node; among equals the highest cumulative draft log-prob. */
+    int32_t leaf = 0;
+    for (int32_t i = 1; i < t->n; i++)
+        if (t->depth[i] > t->depth[leaf] || (t->depth[i] == t->depth[leaf] && t->score[i] > t->score[leaf])) leaf = i;
+    int64_t n = t->depth[leaf] + 1;
+    for (int32_t v = leaf, k = (int32_t)n - 1; k >= 0; v = t->parent[v], k--) d->pre_path[k] = v;
+    d->pre_n_path = n;
+    d->pre_committed = d->committed;
+    d->pre_root = d->root;
+    d->pre_active = true;
+
+    /* Commit the assumed path's tokens; the draft's top-1 after them is the bonus it bets on. */
+    ms_draft_stats saved = d->next_stats;
+    memset(&d->next_stats, 0, sizeof d->next_stats);
+    ms_status s = pend_reserve(d, n + 1);
+    for (int64_t k = 1; k < n && s >= 0; k++) d->pending.v[k - 1] = t->token[d->pre_path[k]];
+    d->pending.n = n - 1;
+    uint64_t t0 = ms_now_ns();
+    if (s >= 0 && d->pending.n > 0) s = commit_pending(d);
+    d->next_stats.backbone_ns += ms_now_ns() - t0;
+    if (s >= 0) {
+        int32_t id;
+        float lp;
+        /* root_hid is the draft's state after the path's last token (or
+         * after the root when the path is the root alone) */
+        head_topk(d, d->root_hid, 1, 1, &id, &lp);
+        d->pre_bonus = id;
+        d->pending.v[0] = id;
+        d->pending.n = 1;
+        d->root = id;
+        ms_tree kept = d->tree;
+        int64_t round = d->round;
+        s = draft_round(d, d->rid, round + 1, &d->pre_tree);
+        d->tree = kept; /* the verdict still refers to round `round`'s tree */
+        d->round = round;
+    }
+    d->next_stats = saved;
+    if (s < 0) {
+        if (rollback_predraft(d) < 0) MS_LOG_WARN("pre-draft rollback failed");
+        return s;
+    }
+    return MS_OK;
+}
+
+ms_status ms_dft_accept_overlap(ms_dft *d, const ms_msg_verify *m, bool *hit, ms_msg_tree *tree) {
+    *hit = false;
+    MS_TRY(check_verdict(d, m));
+    bool same = d->pre_active && m->n_path == d->pre_n_path && m->bonus == d->pre_bonus &&
+                !memcmp(m->path, d->pre_path, (size_t)m->n_path * sizeof *m->path);
+    if (!same) {
+        if (d->pre_active) d->pre_misses++;
+        MS_TRY(rollback_predraft(d));
+        MS_TRY(apply_vocab(d, m, &d->next_stats));
+        return set_pending(d, m);
+    }
+    /* Confirmed: the rows are already committed, round + 1's tree is ready.
+     * Its stats carry the pre-draft work and this verdict's coverage. */
+    d->pre_hits++;
+    d->pre_active = false;
+    ms_draft_stats v = d->next_stats;
+    memset(&d->next_stats, 0, sizeof d->next_stats);
+    MS_TRY(apply_vocab(d, m, &v));
+    d->tree = d->pre_tree.tree;
+    d->round = d->pre_tree.round;
+    *tree = d->pre_tree;
+    tree->stats.covered += v.covered;
+    tree->stats.emitted += v.emitted;
+    tree->stats.vocab_ns += v.vocab_ns;
+    tree->stats.vocab_size = ms_vocab_size(d->vocab);
+    *hit = true;
+    return MS_OK;
+}
+
+void ms_dft_overlap_counts(const ms_dft *d, int64_t *hits, int64_t *misses) {
+    *hits = d->pre_hits;
+    *misses = d->pre_misses;
+}
+
 static void port_end(void *ctx, uint64_t rid) {
     ms_dft *d = ctx;
-    if (d->rid == rid) d->active = false;
+    if (d->rid == rid) {
+        d->active = false;
+        d->pre_active = false;
+    }
 }
 
 ms_draft_port ms_dft_port(ms_dft *d) {

@@ -44,6 +44,22 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out);
 void ms_dft_free(ms_dft **d);
 /* The port the target drives; valid while d lives. */
 ms_draft_port ms_dft_port(ms_dft *d);
+/* Overlap pipelining (DESIGN §6). After the tree of round r went out and
+ * while the target verifies it, pre-draft round r+1 assuming the target
+ * accepts the tree's deepest path (its deepest node of highest score) and
+ * then emits the draft's own top-1 after it as the bonus. Its KV rows are
+ * committed speculatively. Not for eagle drafts (they need the target's
+ * features of the path): returns MS_ERR_UNSUPPORTED. */
+ms_status ms_dft_predraft(ms_dft *d);
+/* The target's verdict on round r with a pre-draft pending: when it is
+ * exactly the assumed one, *hit = true and *tree is round r+1's tree, ready to
+ * send (the vocabulary is updated as accept does). Otherwise the speculative
+ * rows are rolled back, the verdict is accepted as usual and *hit = false:
+ * draft round r+1 normally. Without a pre-draft this is accept. */
+ms_status ms_dft_accept_overlap(ms_dft *d, const ms_msg_verify *m, bool *hit, ms_msg_tree *tree);
+/* Pre-drafts that were confirmed / dropped since creation. */
+void ms_dft_overlap_counts(const ms_dft *d, int64_t *hits, int64_t *misses);
+
 int64_t ms_dft_vocab(const ms_dft *d);  /* V of the draft's LM head */
 int64_t ms_dft_hidden(const ms_dft *d); /* d of the draft's hidden state (eagle: the target's) */
 const ms_vocab *ms_dft_vocabulary(const ms_dft *d);

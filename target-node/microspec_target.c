@@ -272,7 +272,6 @@ int main(int argc, char **argv) {
     else if (!strcmp(c->log.level, "off")) lvl = MS_LOG_OFF;
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
     ms_cfg_log(c);
-    if (strcmp(c->pipeline, "sync") != 0) MS_LOG_WARN("pipeline '%s' is not implemented yet; running 'sync'", c->pipeline);
     ms_k_cpu_set_threads((int)c->target.threads);
     pthread_mutex_init(&s.mu, NULL);
     atomic_store(&s.draft_state, c->draft.enabled ? DRAFT_DOWN : DRAFT_DISABLED);
