@@ -4,28 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COST_MAX 65536 /* round samples kept for the median / p99 */
-
 struct ms_remote {
     ms_link *link;
     int deadline_ms;
     bool wants_features;
     ms_remote_hello_fn on_hello;
     void *hello_ctx;
-    uint64_t sent_ns; /* when the message the next tree answers was sent */
-    double *cost_us;
-    int64_t n_cost;
 };
 
 ms_status ms_remote_new(ms_link *link, int deadline_ms, bool wants_features, ms_remote_hello_fn on_hello,
                         void *hello_ctx, ms_remote **out) {
     ms_remote *r = ms_calloc(1, sizeof *r);
     if (!r) return MS_ERR_NOMEM;
-    r->cost_us = ms_malloc(COST_MAX * sizeof *r->cost_us);
-    if (!r->cost_us) {
-        free(r);
-        return MS_ERR_NOMEM;
-    }
     r->link = link;
     r->deadline_ms = deadline_ms > 0 ? deadline_ms : 2000;
     r->wants_features = wants_features;
@@ -38,7 +28,6 @@ ms_status ms_remote_new(ms_link *link, int deadline_ms, bool wants_features, ms_
 void ms_remote_free(ms_remote **pr) {
     ms_remote *r = *pr;
     if (!r) return;
-    free(r->cost_us);
     free(r);
     *pr = NULL;
 }
@@ -47,16 +36,13 @@ static ms_status remote_begin(void *ctx, const ms_msg_begin *m) {
     ms_remote *r = ctx;
     ms_wire_msg w = {.type = MS_WIRE_BEGIN, .request_id = m->request_id, .round = 0};
     w.u.begin = *m;
-    r->sent_ns = ms_now_ns();
-    MS_TRY(ms_link_send(r->link, &w));
-    return MS_OK;
+    return ms_link_send(r->link, &w);
 }
 
 static ms_status remote_accept(void *ctx, const ms_msg_verify *m) {
     ms_remote *r = ctx;
     ms_wire_msg w = {.type = MS_WIRE_VERIFY, .request_id = m->request_id, .round = m->round};
     w.u.verify = *m;
-    r->sent_ns = ms_now_ns();
     return ms_link_send(r->link, &w);
 }
 
@@ -92,12 +78,6 @@ static ms_status remote_draft(void *ctx, uint64_t rid, int64_t round, ms_msg_tre
                 continue;
             }
             *out = m.u.tree;
-            {
-                const ms_draft_stats *ds = &m.u.tree.stats;
-                double wait_us = (double)(ms_now_ns() - r->sent_ns) * 1e-3;
-                double work_us = (double)(ds->backbone_ns + ds->head_ns + ds->vocab_ns) * 1e-3;
-                if (r->n_cost < COST_MAX) r->cost_us[r->n_cost++] = wait_us > work_us ? wait_us - work_us : 0.0;
-            }
             return MS_OK;
         case MS_WIRE_ERROR:
             MS_FAIL(MS_ERR_PEER, "request %llu round %lld: the draft reports %s: %s", (unsigned long long)rid,
@@ -121,24 +101,3 @@ ms_draft_port ms_remote_port(ms_remote *r) {
                            .accept = remote_accept,
                            .end = remote_end};
 }
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-void ms_remote_link_cost(const ms_remote *r, double *median_us, double *p99_us, int64_t *n) {
-    *n = r->n_cost;
-    *median_us = *p99_us = 0.0;
-    if (r->n_cost == 0) return;
-    double *s = malloc((size_t)r->n_cost * sizeof *s);
-    if (!s) return;
-    memcpy(s, r->cost_us, (size_t)r->n_cost * sizeof *s);
-    qsort(s, (size_t)r->n_cost, sizeof *s, cmp_double);
-    *median_us = s[r->n_cost / 2];
-    int64_t k = (int64_t)((double)(r->n_cost - 1) * 0.99 + 0.5);
-    *p99_us = s[k];
-    free(s);
-}
-
-void ms_remote_reset_cost(ms_remote *r) { r->n_cost = 0; }

@@ -25,10 +25,5 @@ ms_status ms_remote_new(ms_link *link, int deadline_ms, bool wants_features, ms_
 void ms_remote_free(ms_remote **r);
 ms_draft_port ms_remote_port(ms_remote *r);
 
-/* Link cost per round: the wait for a tree minus the draft's own reported
- * compute time (backbone + head + vocabulary), in microseconds; the samples
- * of the requests since the last reset. */
-void ms_remote_link_cost(const ms_remote *r, double *median_us, double *p99_us, int64_t *n);
-void ms_remote_reset_cost(ms_remote *r);
 
 #endif

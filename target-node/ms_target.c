@@ -142,6 +142,23 @@ double ms_gen_stats_coverage(const ms_gen_stats *s) {
     return s->emitted > 0 ? (double)s->covered / (double)s->emitted : 1.0;
 }
 
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+void ms_quantiles(const float *v, int64_t n, double *median, double *p99) {
+    *median = *p99 = 0.0;
+    if (n <= 0) return;
+    float *s = malloc((size_t)n * sizeof *s);
+    if (!s) return;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_float);
+    *median = s[n / 2];
+    *p99 = s[(int64_t)((double)(n - 1) * 0.99 + 0.5)];
+    free(s);
+}
+
 void ms_gen_stats_print(const ms_gen_stats *s, FILE *f) {
     double decode_s = s->total_s - s->prefill_s;
     fprintf(f, "prompt tokens: %lld, new tokens: %lld (%s), rounds: %lld (speculative %lld)%s\n",
@@ -159,6 +176,11 @@ void ms_gen_stats_print(const ms_gen_stats *s, FILE *f) {
             "accept %.2f ms, total %.2f ms\n",
             s->prefill_s * 1e3, s->draft_backbone_s * 1e3, s->draft_head_s * 1e3, s->vocab_s * 1e3, s->verify_s * 1e3,
             s->accept_s * 1e3, s->total_s * 1e3);
+    if (s->n_link > 0) {
+        double med, p99;
+        ms_quantiles(s->link_us, s->n_link, &med, &p99);
+        fprintf(f, "link per round: median %.1f us, p99 %.1f us (%lld rounds)\n", med, p99, (long long)s->n_link);
+    }
     fprintf(f, "speed: %.1f tokens/s end to end, %.1f tokens/s after prefill\n",
             s->total_s > 0 ? (double)s->new_tokens / s->total_s : 0.0,
             decode_s > 0 ? (double)(s->new_tokens > 0 ? s->new_tokens - 1 : 0) / decode_s : 0.0);
@@ -265,6 +287,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     int32_t *topk_pre = NULL;
     float *feats = NULL, *root_logits = t->logits + (MS_TREE_MAX - 1) * V;
     ms_status s = MS_OK;
+    uint64_t port_ns = 0; /* time inside port calls since the last tree (begin, accept) */
     uint64_t t0 = ms_now_ns();
 
     ms_model_reset(m);
@@ -288,7 +311,9 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     if (draft && !em.done) {
         ms_msg_begin b = {.request_id = rid, .prompt = prompt, .n_prompt = n, .topk_pre = topk_pre,
                           .k_pre = p->k_pre, .root = root, .features = feats, .feat_dim = want_feats ? t->d : 0};
+        uint64_t c0 = ms_now_ns();
         ms_status ds = draft->begin(draft->ctx, &b);
+        port_ns = ms_now_ns() - c0;
         if (ds < 0) drop_draft(&draft, st, rid, "begin", ds);
     }
 
@@ -303,10 +328,19 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
         }
         bool spec = false;
         if (draft) {
+            uint64_t c0 = ms_now_ns();
             ms_status ds = draft->draft(draft->ctx, rid, round, &tm);
+            port_ns += ms_now_ns() - c0;
             if (ds >= 0) ds = check_tree(&tm, rid, round, root, V);
-            if (ds < 0) drop_draft(&draft, st, rid, "draft", ds);
-            else spec = tm.tree.n > 1 && len0 + tm.tree.n <= ms_model_max_ctx(m);
+            if (ds < 0) {
+                drop_draft(&draft, st, rid, "draft", ds);
+            } else {
+                spec = tm.tree.n > 1 && len0 + tm.tree.n <= ms_model_max_ctx(m);
+                uint64_t work = tm.stats.backbone_ns + tm.stats.head_ns + tm.stats.vocab_ns;
+                if (st->n_link < MS_GEN_LINK_SAMPLES)
+                    st->link_us[st->n_link++] = port_ns > work ? (float)((double)(port_ns - work) * 1e-3) : 0.0f;
+            }
+            port_ns = 0;
         }
         if (!spec) { /* a one-node tree: plain autoregressive step */
             tm.tree.n = 1;
@@ -357,7 +391,9 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
                                .ver_topk = t->topk, .k_ver = p->k_ver,
                                .features = want_feats ? t->feats : NULL, .feat_dim = want_feats ? t->d : 0};
             memcpy(v.path, path, (size_t)n_path * sizeof *path);
+            uint64_t c0 = ms_now_ns();
             ms_status ds = draft->accept(draft->ctx, &v);
+            port_ns = ms_now_ns() - c0;
             if (ds < 0) drop_draft(&draft, st, rid, "accept", ds);
         }
         uint64_t c = ms_now_ns();

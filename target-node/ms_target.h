@@ -18,6 +18,7 @@
 typedef struct ms_tgt ms_tgt;
 
 #define MS_MAX_STOP 16
+#define MS_GEN_LINK_SAMPLES 1024 /* per-round link-cost samples kept per request */
 
 typedef struct {
     int64_t max_new_tokens;  /* default 256 */
@@ -43,6 +44,13 @@ typedef struct {
     int64_t covered, emitted;     /* coverage numerator / denominator (from the draft) */
     double prefill_s, draft_backbone_s, draft_head_s, vocab_s, verify_s, accept_s, total_s;
     bool draft_failed;            /* the draft failed mid-request; the rest ran alone */
+    /* Link cost per speculative round: time inside the draft port's calls
+     * (accept of the previous round + draft of this one) minus the work the
+     * draft reports for them (backbone + head + vocabulary), in µs. In
+     * process it is call overhead; across a link it is transport, encoding
+     * and waiting. The first MS_GEN_LINK_SAMPLES rounds are kept. */
+    float link_us[MS_GEN_LINK_SAMPLES];
+    int64_t n_link;
     const char *stop_reason;      /* "stop token", "max tokens", "context full", "cancelled" */
 } ms_gen_stats;
 
@@ -52,6 +60,8 @@ double ms_gen_stats_mean_accepted(const ms_gen_stats *s);
 /* Share of spec rounds whose accepted path reached depth d (d ≥ 1). */
 double ms_gen_stats_accept_rate(const ms_gen_stats *s, int64_t d);
 double ms_gen_stats_coverage(const ms_gen_stats *s); /* covered / emitted, 1 when nothing measured */
+/* Median and 99th percentile of n samples (sorted copy; 0 when n = 0). */
+void ms_quantiles(const float *v, int64_t n, double *median, double *p99);
 /* One line per statistic, human readable, to f. */
 void ms_gen_stats_print(const ms_gen_stats *s, FILE *f);
 

@@ -151,6 +151,8 @@ typedef struct {
     int64_t prompts, new_tokens, rounds, emitted_round_tokens, vocab_sum, vocab_max, spec_rounds, covered, emitted;
     int64_t accepted_ge[MS_TREE_MAX + 1];
     double tps_sum, wall, draft_s, head_s, vocab_s, verify_s, accept_s;
+    float link_us[1 << 16];
+    int64_t n_link;
 } summary;
 
 static void summary_add(summary *u, const ms_gen_stats *s) {
@@ -171,6 +173,8 @@ static void summary_add(summary *u, const ms_gen_stats *s) {
     u->vocab_s += s->vocab_s;
     u->verify_s += s->verify_s;
     u->accept_s += s->accept_s;
+    for (int64_t i = 0; i < s->n_link && u->n_link < (int64_t)(sizeof u->link_us / sizeof u->link_us[0]); i++)
+        u->link_us[u->n_link++] = s->link_us[i];
 }
 
 static void summary_print(const summary *u, bool spec, FILE *f) {
@@ -185,6 +189,10 @@ static void summary_print(const summary *u, bool spec, FILE *f) {
     fprintf(f, "\ndraft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n", (double)u->vocab_sum / sr,
             (long long)u->vocab_max, u->emitted ? (double)u->covered / (double)u->emitted : 1.0, (long long)u->covered,
             (long long)u->emitted);
+    double med, p99;
+    ms_quantiles(u->link_us, u->n_link, &med, &p99);
+    fprintf(f, "link per round (port time minus draft work): median %.1f us, p99 %.1f us over %lld rounds\n", med, p99,
+            (long long)u->n_link);
     fprintf(f, "time per round: draft backbone %.1f us, draft head %.1f us, vocab %.1f us, verify %.1f us, accept %.1f us\n",
             u->draft_s / sr * 1e6, u->head_s / sr * 1e6, u->vocab_s / sr * 1e6, u->verify_s / rounds * 1e6,
             u->accept_s / rounds * 1e6);
@@ -372,7 +380,7 @@ int main(int argc, char **argv) {
         goto done;
     }
 
-    summary sum = {0};
+    static summary sum; /* large: the link samples */
     for (int64_t pi = 0; pi < n_prompts; pi++) {
         ids.n = 0;
         free(rendered);

@@ -1,0 +1,1217 @@
+/* ms_http.c — OpenAI-compatible HTTP front end of the target node (DESIGN §7).
+ *
+ * Threading. libmicrohttpd runs with MHD_USE_THREAD_PER_CONNECTION (and its
+ * internal accept thread). Generation is batch 1, so at most one connection
+ * is busy streaming and at most `queue` wait; the rest are answered at once
+ * (503, health, metrics). One thread per connection lets a connection block
+ * plainly — on the job's condition variable — both while its non-streamed
+ * request waits and inside the SSE content reader, without suspending and
+ * resuming connections or busy-polling (a reader returning 0 spins in MHD's
+ * internal-polling modes). The connection count is capped (4·queue + 64).
+ *
+ * One worker thread owns the backend: it pops jobs in FIFO order and calls
+ * backend.run; the run's emit callback appends text to the job under h->mu,
+ * applies stop strings, formats SSE chunks, and signals the job's condition.
+ *
+ * Cancellation. A job is cancelled when (a) MHD reports its request ended
+ * other than COMPLETED_OK (write error mid-stream, timeout, shutdown), or (b)
+ * the connection thread, waking every 100 ms while it waits, finds the socket
+ * closed by the peer (recv MSG_PEEK → 0 or a hard error). (b) matters because
+ * MHD itself does not watch a socket while our callback blocks. A cancelled
+ * queued job leaves the queue at once; a running one sees emit return false.
+ * A client that half-closes (shutdown(SHUT_WR)) while waiting is taken as gone.
+ *
+ * Job lifetime: reference counted under h->mu — one reference for the
+ * connection (dropped in the request-completed callback), one for the queue
+ * and worker, one for an SSE response (dropped in its free callback).
+ */
+#include "ms_http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WAIT_SLICE_MS 100 /* how often a waiting connection checks its socket */
+#define STOP_DRAIN_S 5.0  /* ms_http_stop waits this long for answers to go out */
+
+/* ---- a growable byte buffer ---------------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} buf;
+
+static bool buf_add(buf *b, const void *data, size_t n) {
+    if (n > SIZE_MAX - b->n - 1) return false;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap = cap > SIZE_MAX / 2 ? b->n + n + 1 : cap * 2;
+        char *p = ms_realloc(b->p, cap);
+        if (!p) return false;
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, data, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return true;
+}
+
+static bool buf_str(buf *b, const char *s) { return buf_add(b, s, strlen(s)); }
+
+static void buf_free(buf *b) {
+    free(b->p);
+    *b = (buf){0};
+}
+
+/* ---- UTF-8 ---------------------------------------------------------------- */
+
+/* Length of the well-formed UTF-8 sequence at s[0..n), 0 if ill-formed
+ * (overlongs, surrogates, > U+10FFFF, truncated). */
+static size_t utf8_valid(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (need == 0 || n < need) return 0;
+    for (size_t i = 1; i < need; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0) || (c == 0xF0 && s[1] < 0x90) ||
+        (c == 0xF4 && s[1] >= 0x90))
+        return 0;
+    return need;
+}
+
+/* The largest cut' ≤ cut such that s[0..cut') does not end inside a
+ * multi-byte character whose lead byte is before cut' (a stream chunk never
+ * splits a character; ill-formed bytes pass through). */
+static size_t utf8_safe_cut(const char *str, size_t n, size_t cut) {
+    const unsigned char *s = (const unsigned char *)str;
+    if (cut > n) cut = n;
+    size_t i = cut;
+    int back = 0;
+    while (i > 0 && back < 3 && (s[i - 1] & 0xC0) == 0x80) i--, back++;
+    if (i == 0) return cut;
+    unsigned c = s[i - 1];
+    size_t need = c < 0xC2 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 1;
+    return need > cut - (i - 1) ? i - 1 : cut;
+}
+
+/* A JSON string of s[0..n), each ill-formed byte replaced by U+FFFD. */
+static json_t *json_text(const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str;
+    buf b = {0};
+    if (!buf_add(&b, "", 0)) return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_valid(s + i, n - i);
+        if (k == 0) {
+            if (!buf_add(&b, "\xEF\xBF\xBD", 3)) break;
+            i++;
+        } else {
+            if (!buf_add(&b, s + i, k)) break;
+            i += k;
+        }
+    }
+    json_t *j = json_stringn(b.p, b.n);
+    buf_free(&b);
+    return j;
+}
+
+static json_t *jreal(double x) { return json_real(isfinite(x) ? x : 0.0); }
+
+/* ---- request parsing ------------------------------------------------------ */
+
+void ms_http_request_free(ms_http_request *r) {
+    if (!r) return;
+    free(r->prompt);
+    for (int64_t i = 0; i < r->n_messages; i++) free((char *)r->messages[i].content);
+    free(r->messages);
+    r->prompt = NULL;
+    r->messages = NULL;
+    r->n_messages = 0;
+}
+
+__attribute__((format(printf, 5, 6))) static ms_status parse_fail(ms_http_request *r, char *err, size_t cap,
+                                                                  const char *param, const char *fmt, ...) {
+    ms_http_request_free(r);
+    snprintf(r->err_param, sizeof r->err_param, "%s", param);
+    if (cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return MS_ERR_INVALID;
+}
+
+/* A member that is present and not null, else NULL. */
+static json_t *field(json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static const struct {
+    const char *name;
+    ms_chat_role role;
+} k_roles[] = {{"system", MS_ROLE_SYSTEM}, {"developer", MS_ROLE_SYSTEM}, {"user", MS_ROLE_USER},
+               {"assistant", MS_ROLE_ASSISTANT}};
+
+/* content: a string, or an array of {"type": "text", "text": string} parts (concatenated). */
+static char *message_content(json_t *c) {
+    if (json_is_string(c)) return strdup(json_string_value(c));
+    if (!json_is_array(c)) return NULL;
+    buf b = {0};
+    if (!buf_add(&b, "", 0)) return NULL;
+    size_t i;
+    json_t *part;
+    json_array_foreach(c, i, part) {
+        json_t *type = json_object_get(part, "type"), *text = json_object_get(part, "text");
+        if (!json_is_string(type) || strcmp(json_string_value(type), "text") != 0 || !json_is_string(text) ||
+            !buf_add(&b, json_string_value(text), json_string_length(text))) {
+            buf_free(&b);
+            return NULL;
+        }
+    }
+    return b.p;
+}
+
+static ms_status parse_messages(json_t *msgs, ms_http_request *r, char *err, size_t cap) {
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return parse_fail(r, err, cap, "messages", "'messages' must be a non-empty array of {role, content} objects");
+    size_t n = json_array_size(msgs);
+    if (n > MS_HTTP_MAX_MESSAGES)
+        return parse_fail(r, err, cap, "messages", "'messages' has %zu entries; at most %d are accepted", n,
+                          MS_HTTP_MAX_MESSAGES);
+    r->messages = ms_calloc(n, sizeof *r->messages);
+    if (!r->messages) return parse_fail(r, err, cap, "messages", "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(msgs, i);
+        char param[48];
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(m)) return parse_fail(r, err, cap, param, "'%s' must be an object", param);
+        json_t *role = json_object_get(m, "role");
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        int k = -1;
+        for (int t = 0; json_is_string(role) && t < (int)(sizeof k_roles / sizeof k_roles[0]); t++)
+            if (strcmp(json_string_value(role), k_roles[t].name) == 0) k = t;
+        if (k < 0) return parse_fail(r, err, cap, param, "'%s' must be one of system, user, assistant", param);
+        snprintf(param, sizeof param, "messages[%zu].content", i);
+        char *content = message_content(json_object_get(m, "content"));
+        if (!content)
+            return parse_fail(r, err, cap, param, "'%s' must be a string (or an array of text parts)", param);
+        r->messages[i] = (ms_chat_msg){k_roles[k].role, content};
+        r->n_messages = (int64_t)i + 1;
+    }
+    return MS_OK;
+}
+
+static ms_status parse_stop(json_t *v, ms_http_request *r, char *err, size_t cap) {
+    json_t *one[1] = {v};
+    json_t **items = one;
+    size_t n = 1;
+    json_t *arr[MS_HTTP_MAX_STOP];
+    if (json_is_array(v)) {
+        n = json_array_size(v);
+        if (n > MS_HTTP_MAX_STOP)
+            return parse_fail(r, err, cap, "stop", "'stop' has %zu strings; at most %d are accepted", n,
+                              MS_HTTP_MAX_STOP);
+        for (size_t i = 0; i < n; i++) arr[i] = json_array_get(v, i);
+        items = arr;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!json_is_string(items[i]))
+            return parse_fail(r, err, cap, "stop", "'stop' must be a string or an array of strings");
+        size_t len = json_string_length(items[i]);
+        if (len == 0 || len > MS_HTTP_MAX_STOP_LEN)
+            return parse_fail(r, err, cap, "stop", "each stop string must be 1 to %d bytes long", MS_HTTP_MAX_STOP_LEN);
+        memcpy(r->stop[i], json_string_value(items[i]), len);
+        r->stop[i][len] = 0;
+        r->stop_len[i] = len;
+        r->n_stop = (int)i + 1;
+    }
+    return MS_OK;
+}
+
+static ms_status parse_object(json_t *root, bool chat, ms_http_request *r, char *err, size_t cap) {
+    if (!json_is_object(root)) return parse_fail(r, err, cap, "", "the request body must be a JSON object");
+    json_t *v;
+    if ((v = field(root, "model"))) {
+        if (!json_is_string(v) || json_string_length(v) >= MS_HTTP_MODEL_MAX)
+            return parse_fail(r, err, cap, "model", "'model' must be a string shorter than %d bytes", MS_HTTP_MODEL_MAX);
+        memcpy(r->model, json_string_value(v), json_string_length(v) + 1);
+    }
+    if (chat) {
+        MS_TRY(parse_messages(field(root, "messages"), r, err, cap));
+    } else {
+        v = field(root, "prompt");
+        if (json_is_array(v) && json_array_size(v) == 1) v = json_array_get(v, 0); /* ["text"] */
+        if (!json_is_string(v)) return parse_fail(r, err, cap, "prompt", "'prompt' must be a string");
+        r->prompt_len = json_string_length(v);
+        r->prompt = ms_malloc(r->prompt_len + 1);
+        if (!r->prompt) return parse_fail(r, err, cap, "prompt", "out of memory");
+        memcpy(r->prompt, json_string_value(v), r->prompt_len + 1);
+    }
+    const char *mt_name = "max_tokens";
+    v = field(root, "max_tokens");
+    if (!v && (v = field(root, "max_completion_tokens"))) mt_name = "max_completion_tokens";
+    if (v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MS_HTTP_MAX_TOKENS_CAP)
+            return parse_fail(r, err, cap, mt_name, "'%s' must be an integer between 1 and %d", mt_name,
+                              MS_HTTP_MAX_TOKENS_CAP);
+        r->max_tokens = json_integer_value(v);
+    }
+    if ((v = field(root, "temperature"))) {
+        if (!json_is_number(v) || !(json_number_value(v) >= 0.0 && json_number_value(v) <= 2.0))
+            return parse_fail(r, err, cap, "temperature", "'temperature' must be a number between 0 and 2");
+        r->temperature = json_number_value(v);
+    }
+    if ((v = field(root, "top_p"))) {
+        if (!json_is_number(v) || !(json_number_value(v) > 0.0 && json_number_value(v) <= 1.0))
+            return parse_fail(r, err, cap, "top_p", "'top_p' must be a number in (0, 1]");
+        r->top_p = json_number_value(v);
+    }
+    if ((v = field(root, "seed"))) {
+        if (!json_is_integer(v)) return parse_fail(r, err, cap, "seed", "'seed' must be an integer");
+        r->seed = (uint64_t)json_integer_value(v);
+        r->has_seed = true;
+    }
+    if ((v = field(root, "stop"))) MS_TRY(parse_stop(v, r, err, cap));
+    if ((v = field(root, "stream"))) {
+        if (!json_is_boolean(v)) return parse_fail(r, err, cap, "stream", "'stream' must be true or false");
+        r->stream = json_is_true(v);
+    }
+    if ((v = field(root, "n")) && !(json_is_integer(v) && json_integer_value(v) == 1))
+        return parse_fail(r, err, cap, "n", "only 'n': 1 is supported");
+    return MS_OK;
+}
+
+ms_status ms_http_parse_request(const char *body, size_t len, bool chat, ms_http_request *out, char *err, size_t cap) {
+    MS_ASSERT(out && (body || len == 0) && (err || cap == 0));
+    memset(out, 0, sizeof *out);
+    out->chat = chat;
+    out->temperature = 1.0;
+    out->top_p = 1.0;
+    if (cap) err[0] = 0;
+    if (len == 0) return parse_fail(out, err, cap, "", "the request body is empty; a JSON object is expected");
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return parse_fail(out, err, cap, "", "the request body is not valid JSON (%s at line %d, column %d)", je.text,
+                          je.line, je.column);
+    ms_status s = parse_object(root, chat, out, err, cap);
+    json_decref(root);
+    return s;
+}
+
+/* ---- server state ----------------------------------------------------------- */
+
+typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state;
+
+typedef struct job job;
+struct job {
+    job *next;          /* queue link */
+    ms_http *h;
+    int refs;           /* under h->mu */
+    pthread_cond_t cv;  /* state or output changed (with h->mu) */
+    ms_http_request req;
+    char id[48];
+    long long created;
+    char model[MS_HTTP_MODEL_MAX];
+    int fd;             /* client socket, polled for a hang-up; -1 unknown */
+    job_state state;
+    bool cancelled;     /* the client went away */
+    bool stopped;       /* a stop string was hit */
+    bool nomem;
+    bool role_sent;     /* chat stream: the first chunk carried the role */
+    bool sse_started;   /* the SSE response has been queued */
+    buf gen;            /* text emitted so far, cut before a stop string */
+    size_t released;    /* bytes of gen passed on as stream chunks */
+    size_t hold;        /* longest stop string − 1: held back while streaming */
+    buf sse;            /* SSE bytes not yet read by MHD (from sse_off) */
+    size_t sse_off;
+    /* result (valid once JOB_DONE) */
+    ms_status status;
+    int http_code;      /* on failure */
+    char errmsg[160];
+    ms_gen_stats stats;
+    char stop_reason[32];
+    char finish[16];
+};
+
+/* Status codes counted in /metrics; the last slot takes any other. */
+static const int k_codes[] = {200, 400, 401, 404, 405, 413, 500, 503, 0};
+#define N_CODES ((int)(sizeof k_codes / sizeof k_codes[0]))
+
+typedef struct {
+    uint64_t by_code[N_CODES];
+    uint64_t rejected, cancelled, runs, failed;
+    int64_t tokens, prompt_tokens, rounds, spec_rounds, vocab_sum, vocab_max, max_depth;
+    int64_t accepted_ge[MS_TREE_MAX + 1];
+    double mal_sum;
+    uint64_t mal_count;
+    double prefill_s, draft_s, vocab_s, verify_s, accept_s, total_s;
+} totals;
+
+struct ms_http {
+    struct MHD_Daemon *d;
+    ms_http_backend be;
+    int port, queue_cap, max_tokens_default, max_tokens_limit;
+    char *token, *model_name;
+    pthread_t worker;
+    bool worker_started;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* a job was queued, or stopping */
+    pthread_cond_t idle_cv; /* a connection let go of its job */
+    job *head, *tail;
+    int n_queued;
+    job *running;
+    int n_conn_jobs;        /* jobs still referenced by a connection */
+    bool stopping;
+    ms_rng rng;
+    uint64_t next_id;
+    totals t;
+};
+
+typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS } route;
+
+typedef struct {
+    route r;
+    buf body;
+    bool too_big;
+    job *job;
+} conn;
+
+static void cond_init_mono(pthread_cond_t *cv) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
+/* Wait on cv for up to ms milliseconds; true when it timed out. */
+static bool wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return pthread_cond_timedwait(cv, mu, &ts) == ETIMEDOUT;
+}
+
+/* Has the peer closed (or reset) the connection? Peeks, never consumes. */
+static bool peer_gone(int fd) {
+    if (fd < 0) return false;
+    char c;
+    ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0) return true;
+    return r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+static void job_cancel_locked(ms_http *h, job *j);
+
+/* One wait for j's condition (h->mu held), and, once per WAIT_SLICE_MS
+ * however often the job wakes us, a look at the client's socket. True when
+ * the client has gone (the job is then cancelled). */
+static bool job_wait(ms_http *h, job *j, double *next_check) {
+    wait_ms(&j->cv, &h->mu, WAIT_SLICE_MS);
+    if (j->cancelled) return true;
+    double now = ms_now_s();
+    if (now < *next_check) return false;
+    *next_check = now + WAIT_SLICE_MS * 1e-3;
+    pthread_mutex_unlock(&h->mu);
+    bool gone = peer_gone(j->fd);
+    pthread_mutex_lock(&h->mu);
+    if (gone) job_cancel_locked(h, j);
+    return j->cancelled;
+}
+
+static void job_unref_locked(job *j) {
+    MS_ASSERT(j->refs > 0);
+    if (--j->refs > 0) return;
+    ms_http_request_free(&j->req);
+    buf_free(&j->gen);
+    buf_free(&j->sse);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+static void queue_remove_locked(ms_http *h, job *j) {
+    for (job **pp = &h->head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
+        if (*pp != j) continue;
+        *pp = j->next;
+        if (h->tail == j) h->tail = prev;
+        j->next = NULL;
+        h->n_queued--;
+        job_unref_locked(j); /* the queue's reference */
+        return;
+    }
+}
+
+/* The client is gone: stop or drop the job. */
+static void job_cancel_locked(ms_http *h, job *j) {
+    if (j->cancelled || j->state == JOB_DONE) return;
+    j->cancelled = true;
+    h->t.cancelled++;
+    if (j->state == JOB_QUEUED) {
+        j->state = JOB_DONE;
+        queue_remove_locked(h, j);
+    }
+    pthread_cond_broadcast(&j->cv);
+}
+
+/* ---- response bodies ------------------------------------------------------- */
+
+static json_t *error_json(const char *msg, const char *type, const char *param) {
+    json_t *e = json_object();
+    json_t *m = json_string(msg);
+    json_object_set_new(e, "message", m ? m : json_string("error"));
+    json_object_set_new(e, "type", json_string(type));
+    json_t *p = param && param[0] ? json_string(param) : NULL;
+    json_object_set_new(e, "param", p ? p : json_null());
+    json_object_set_new(e, "code", json_null());
+    json_t *o = json_object();
+    json_object_set_new(o, "error", e);
+    return o;
+}
+
+static json_t *stats_json(const ms_gen_stats *s, const char *stop_reason) {
+    json_t *o = json_object();
+    int64_t md = s->max_depth < 0 ? 0 : s->max_depth > MS_TREE_MAX ? MS_TREE_MAX : s->max_depth;
+    json_t *acc = json_array();
+    for (int64_t d = 1; d <= md; d++) json_array_append_new(acc, jreal(ms_gen_stats_accept_rate(s, d)));
+    json_object_set_new(o, "mean_accepted_length", jreal(ms_gen_stats_mean_accepted(s)));
+    json_object_set_new(o, "acceptance_by_depth", acc);
+    json_object_set_new(o, "rounds", json_integer(s->rounds));
+    json_object_set_new(o, "spec_rounds", json_integer(s->spec_rounds));
+    json_object_set_new(o, "vocab_mean", jreal(s->spec_rounds > 0 ? (double)s->vocab_sum / (double)s->spec_rounds : 0));
+    json_object_set_new(o, "vocab_max", json_integer(s->vocab_max));
+    json_object_set_new(o, "coverage", jreal(ms_gen_stats_coverage(s)));
+    json_object_set_new(o, "draft_failed", json_boolean(s->draft_failed));
+    json_object_set_new(o, "prefill_ms", jreal(s->prefill_s * 1e3));
+    json_object_set_new(o, "draft_backbone_ms", jreal(s->draft_backbone_s * 1e3));
+    json_object_set_new(o, "draft_head_ms", jreal(s->draft_head_s * 1e3));
+    json_object_set_new(o, "vocab_ms", jreal(s->vocab_s * 1e3));
+    json_object_set_new(o, "verify_ms", jreal(s->verify_s * 1e3));
+    json_object_set_new(o, "accept_ms", jreal(s->accept_s * 1e3));
+    json_object_set_new(o, "total_ms", jreal(s->total_s * 1e3));
+    json_object_set_new(o, "tokens_per_s", jreal(s->total_s > 0 ? (double)s->new_tokens / s->total_s : 0));
+    if (stop_reason[0]) {
+        json_t *sr = json_string(stop_reason);
+        if (sr) json_object_set_new(o, "stop_reason", sr);
+    }
+    return o;
+}
+
+static json_t *usage_json(const ms_gen_stats *s) {
+    json_t *u = json_object();
+    json_object_set_new(u, "prompt_tokens", json_integer(s->prompt_tokens));
+    json_object_set_new(u, "completion_tokens", json_integer(s->new_tokens));
+    json_object_set_new(u, "total_tokens", json_integer(s->prompt_tokens + s->new_tokens));
+    return u;
+}
+
+static json_t *envelope(const job *j, const char *object) {
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(j->id));
+    json_object_set_new(o, "object", json_string(object));
+    json_object_set_new(o, "created", json_integer(j->created));
+    json_t *m = json_string(j->model);
+    json_object_set_new(o, "model", m ? m : json_string(""));
+    return o;
+}
+
+/* One choice: text (completions) / message or delta (chat), finish_reason or null. */
+static json_t *choice(const job *j, json_t *text, bool delta, const char *finish, bool with_role) {
+    json_t *c = json_object();
+    json_object_set_new(c, "index", json_integer(0));
+    if (!j->req.chat) {
+        json_object_set_new(c, "text", text ? text : json_string(""));
+    } else {
+        json_t *m = json_object();
+        if (with_role) json_object_set_new(m, "role", json_string("assistant"));
+        if (text) json_object_set_new(m, "content", text);
+        json_object_set_new(c, delta ? "delta" : "message", m);
+    }
+    json_object_set_new(c, "logprobs", json_null());
+    json_object_set_new(c, "finish_reason", finish ? json_string(finish) : json_null());
+    return c;
+}
+
+static json_t *full_response(const job *j) {
+    json_t *o = envelope(j, j->req.chat ? "chat.completion" : "text_completion");
+    json_t *ch = json_array();
+    json_array_append_new(ch, choice(j, json_text(j->gen.p, j->gen.n), false, j->finish, true));
+    json_object_set_new(o, "choices", ch);
+    json_object_set_new(o, "usage", usage_json(&j->stats));
+    json_object_set_new(o, "microspec", stats_json(&j->stats, j->stop_reason));
+    return o;
+}
+
+static bool sse_event(job *j, json_t *o) {
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    bool ok = s && buf_str(&j->sse, "data: ") && buf_str(&j->sse, s) && buf_str(&j->sse, "\n\n");
+    free(s);
+    return ok;
+}
+
+static bool sse_chunk(job *j, const char *text, size_t n) {
+    json_t *o = envelope(j, j->req.chat ? "chat.completion.chunk" : "text_completion");
+    json_t *ch = json_array();
+    json_array_append_new(ch, choice(j, json_text(text, n), true, NULL, !j->role_sent));
+    j->role_sent = true;
+    json_object_set_new(o, "choices", ch);
+    return sse_event(j, o);
+}
+
+static bool sse_final(job *j) {
+    json_t *o = envelope(j, j->req.chat ? "chat.completion.chunk" : "text_completion");
+    json_t *ch = json_array();
+    json_array_append_new(ch, choice(j, j->req.chat ? NULL : json_string(""), true, j->finish, !j->role_sent));
+    json_object_set_new(o, "choices", ch);
+    json_object_set_new(o, "usage", usage_json(&j->stats));
+    json_object_set_new(o, "microspec", stats_json(&j->stats, j->stop_reason));
+    return sse_event(j, o) && buf_str(&j->sse, "data: [DONE]\n\n");
+}
+
+/* ---- the worker ---------------------------------------------------------------- */
+
+/* Pass gen[released..) on as a stream chunk, keeping back `hold` bytes (a stop
+ * string may still complete there) unless final, never splitting a character. */
+static void release_text(job *j, bool final) {
+    size_t upto = j->gen.n;
+    if (!final) upto = utf8_safe_cut(j->gen.p, j->gen.n, j->gen.n > j->hold ? j->gen.n - j->hold : 0);
+    if (upto <= j->released) return;
+    if (j->req.stream && !sse_chunk(j, j->gen.p + j->released, upto - j->released)) j->nomem = true;
+    j->released = upto;
+}
+
+/* Where the text must end: the start of the stop string that is completed
+ * first (smallest end; on a tie the longer one), among matches starting at
+ * ≥ from; SIZE_MAX if none. Byte by byte, not piece by piece, so the result
+ * does not depend on how the backend split its text. */
+static size_t find_stop(const job *j, size_t from) {
+    size_t best = SIZE_MAX, best_end = SIZE_MAX;
+    for (int k = 0; k < j->req.n_stop; k++) {
+        size_t m = j->req.stop_len[k];
+        for (size_t i = from; i + m <= j->gen.n && i + m <= best_end; i++)
+            if (memcmp(j->gen.p + i, j->req.stop[k], m) == 0) {
+                if (i + m < best_end || i < best) best = i, best_end = i + m;
+                break;
+            }
+    }
+    return best;
+}
+
+static bool emit(void *ectx, const char *text, size_t n) {
+    job *j = ectx;
+    ms_http *h = j->h;
+    pthread_mutex_lock(&h->mu);
+    bool go = j->state == JOB_RUNNING && !j->cancelled && !j->stopped && !j->nomem;
+    if (go && text && n > 0) {
+        size_t old = j->gen.n;
+        if (!buf_add(&j->gen, text, n)) {
+            j->nomem = true;
+        } else {
+            /* A match not seen before ends in the new bytes, so starts ≥ old − (len − 1)
+             * ≥ old − hold. */
+            size_t cut = find_stop(j, old > j->hold ? old - j->hold : 0);
+            if (cut != SIZE_MAX) {
+                j->gen.n = cut;
+                j->gen.p[cut] = 0;
+                j->stopped = true;
+            }
+            release_text(j, j->stopped);
+            pthread_cond_broadcast(&j->cv);
+        }
+        go = !j->stopped && !j->nomem;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return go;
+}
+
+static void add_totals(totals *t, const ms_gen_stats *s) {
+    t->runs++;
+    t->tokens += s->new_tokens;
+    t->prompt_tokens += s->prompt_tokens;
+    t->rounds += s->rounds;
+    t->spec_rounds += s->spec_rounds;
+    int64_t md = s->max_depth < 0 ? 0 : s->max_depth > MS_TREE_MAX ? MS_TREE_MAX : s->max_depth;
+    for (int64_t d = 1; d <= md; d++) t->accepted_ge[d] += s->accepted_ge[d];
+    if (md > t->max_depth) t->max_depth = md;
+    t->vocab_sum += s->vocab_sum;
+    if (s->vocab_max > t->vocab_max) t->vocab_max = s->vocab_max;
+    double mal = ms_gen_stats_mean_accepted(s);
+    if (isfinite(mal)) t->mal_sum += mal, t->mal_count++;
+    t->prefill_s += s->prefill_s;
+    t->draft_s += s->draft_backbone_s + s->draft_head_s;
+    t->vocab_s += s->vocab_s;
+    t->verify_s += s->verify_s;
+    t->accept_s += s->accept_s;
+    t->total_s += s->total_s;
+}
+
+static void job_finish_locked(ms_http *h, job *j, ms_status s, const ms_gen_stats *st, char *fin, size_t cap) {
+    fin[cap - 1] = 0;
+    j->stats = *st;
+    snprintf(j->stop_reason, sizeof j->stop_reason, "%s", st->stop_reason ? st->stop_reason : "");
+    if (j->stopped) snprintf(j->stop_reason, sizeof j->stop_reason, "stop string");
+    bool ok = s == MS_OK || (s == MS_ERR_CANCELLED && (j->stopped || j->cancelled));
+    if (ok || j->cancelled) add_totals(&h->t, st);
+    snprintf(j->finish, sizeof j->finish, "%s", j->stopped || strcmp(fin, "length") != 0 ? "stop" : "length");
+    if (ok && !j->nomem) release_text(j, true);
+    if (ok && !j->nomem && j->req.stream && !sse_final(j)) j->nomem = true;
+    if (!ok || j->nomem) {
+        h->t.failed++;
+        j->status = ok ? MS_ERR_NOMEM : s;
+        j->http_code = 500;
+        snprintf(j->errmsg, sizeof j->errmsg, "generation failed (%s)", ms_status_str(j->status));
+        if (j->req.stream) {
+            sse_event(j, error_json(j->errmsg, "server_error", NULL));
+            buf_str(&j->sse, "data: [DONE]\n\n");
+        }
+    }
+    j->state = JOB_DONE;
+    pthread_cond_broadcast(&j->cv);
+}
+
+static void *worker_main(void *arg) {
+    ms_http *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->head && !h->stopping) pthread_cond_wait(&h->work_cv, &h->mu);
+        job *j = h->head;
+        if (!j) break; /* stopping, nothing left */
+        h->head = j->next;
+        if (!h->head) h->tail = NULL;
+        j->next = NULL;
+        h->n_queued--;
+        j->state = JOB_RUNNING;
+        h->running = j;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&h->mu);
+
+        ms_gen_stats st;
+        memset(&st, 0, sizeof st);
+        char fin[16] = "stop";
+        ms_status s = h->be.run(h->be.ctx, &j->req, emit, j, &st, fin, sizeof fin);
+
+        pthread_mutex_lock(&h->mu);
+        job_finish_locked(h, j, s, &st, fin, sizeof fin);
+        h->running = NULL;
+        job_unref_locked(j); /* the queue's reference */
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+/* ---- replies --------------------------------------------------------------------- */
+
+static void count_code(ms_http *h, int code) {
+    int k = 0;
+    while (k < N_CODES - 1 && k_codes[k] != code) k++;
+    pthread_mutex_lock(&h->mu);
+    h->t.by_code[k]++;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static enum MHD_Result reply(ms_http *h, struct MHD_Connection *c, int code, char *body, size_t len,
+                             const char *type, const char *hname, const char *hval) {
+    if (!body) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (hname) MHD_add_response_header(r, hname, hval);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
+    MHD_destroy_response(r);
+    count_code(h, code);
+    return ret;
+}
+
+/* Steals o. */
+static enum MHD_Result reply_json(ms_http *h, struct MHD_Connection *c, int code, json_t *o, const char *hname,
+                                  const char *hval) {
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (!s) return MHD_NO;
+    size_t n = strlen(s);
+    char *body = realloc(s, n + 2); /* trailing newline, as curl users expect */
+    if (!body) {
+        free(s);
+        return MHD_NO;
+    }
+    body[n] = '\n';
+    body[n + 1] = 0;
+    return reply(h, c, code, body, n + 1, "application/json", hname, hval);
+}
+
+static enum MHD_Result reply_error(ms_http *h, struct MHD_Connection *c, int code, const char *param,
+                                   const char *msg) {
+    const char *type = code == 401   ? "authentication_error"
+                       : code >= 500 ? "server_error"
+                       : code == 404 ? "not_found_error"
+                                     : "invalid_request_error";
+    const char *hname = NULL, *hval = NULL;
+    if (code == 401) hname = MHD_HTTP_HEADER_WWW_AUTHENTICATE, hval = "Bearer";
+    if (code == 503) hname = MHD_HTTP_HEADER_RETRY_AFTER, hval = "1";
+    return reply_json(h, c, code, error_json(msg, type, param), hname, hval);
+}
+
+static bool authorized(const ms_http *h, struct MHD_Connection *c) {
+    if (!h->token) return true;
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!a || strncasecmp(a, "Bearer ", 7) != 0) return false;
+    a += 7;
+    while (*a == ' ') a++;
+    size_t n = strlen(a), m = strlen(h->token);
+    while (n > 0 && (a[n - 1] == ' ' || a[n - 1] == '\t')) n--;
+    if (n != m) return false;
+    unsigned char diff = 0; /* constant time in the token's bytes */
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(a[i] ^ h->token[i]);
+    return diff == 0;
+}
+
+static enum MHD_Result reply_health(ms_http *h, struct MHD_Connection *c) {
+    json_t *o = json_object();
+    pthread_mutex_lock(&h->mu);
+    bool stopping = h->stopping;
+    json_object_set_new(o, "status", json_string(stopping ? "stopping" : "ok"));
+    json_object_set_new(o, "queue", json_integer(h->n_queued));
+    json_object_set_new(o, "running", json_boolean(h->running != NULL));
+    pthread_mutex_unlock(&h->mu);
+    json_object_set_new(o, "model", json_string(h->model_name));
+    if (h->be.health) h->be.health(h->be.ctx, o);
+    return reply_json(h, c, stopping ? 503 : 200, o, NULL, NULL);
+}
+
+static enum MHD_Result reply_models(ms_http *h, struct MHD_Connection *c) {
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(h->model_name));
+    json_object_set_new(m, "object", json_string("model"));
+    json_object_set_new(m, "created", json_integer(0));
+    json_object_set_new(m, "owned_by", json_string("microspec"));
+    json_t *data = json_array();
+    json_array_append_new(data, m);
+    json_t *o = json_object();
+    json_object_set_new(o, "object", json_string("list"));
+    json_object_set_new(o, "data", data);
+    return reply_json(h, c, 200, o, NULL, NULL);
+}
+
+static void metric(FILE *f, const char *name, const char *type, const char *help) {
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static enum MHD_Result reply_metrics(ms_http *h, struct MHD_Connection *c) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return MHD_NO;
+    pthread_mutex_lock(&h->mu);
+    totals t = h->t;
+    int queued = h->n_queued;
+    bool running = h->running != NULL;
+    pthread_mutex_unlock(&h->mu);
+    metric(f, "microspec_requests_total", "counter", "HTTP responses by status code.");
+    for (int k = 0; k < N_CODES; k++) {
+        if (k_codes[k]) fprintf(f, "microspec_requests_total{code=\"%d\"} %llu\n", k_codes[k], (unsigned long long)t.by_code[k]);
+        else fprintf(f, "microspec_requests_total{code=\"other\"} %llu\n", (unsigned long long)t.by_code[k]);
+    }
+    metric(f, "microspec_queue_rejections_total", "counter", "Requests refused with 503 because the queue was full.");
+    fprintf(f, "microspec_queue_rejections_total %llu\n", (unsigned long long)t.rejected);
+    metric(f, "microspec_requests_cancelled_total", "counter", "Requests whose client went away before the end.");
+    fprintf(f, "microspec_requests_cancelled_total %llu\n", (unsigned long long)t.cancelled);
+    metric(f, "microspec_generation_failures_total", "counter", "Runs the backend failed.");
+    fprintf(f, "microspec_generation_failures_total %llu\n", (unsigned long long)t.failed);
+    metric(f, "microspec_tokens_generated_total", "counter", "Tokens generated.");
+    fprintf(f, "microspec_tokens_generated_total %lld\n", (long long)t.tokens);
+    metric(f, "microspec_prompt_tokens_total", "counter", "Prompt tokens processed.");
+    fprintf(f, "microspec_prompt_tokens_total %lld\n", (long long)t.prompt_tokens);
+    metric(f, "microspec_queue_depth", "gauge", "Requests waiting behind the running one.");
+    fprintf(f, "microspec_queue_depth %d\n", queued);
+    metric(f, "microspec_running", "gauge", "1 while a request is being generated.");
+    fprintf(f, "microspec_running %d\n", running ? 1 : 0);
+    metric(f, "microspec_mean_accepted_length", "summary", "Per request: tokens emitted per target forward.");
+    fprintf(f, "microspec_mean_accepted_length_sum %.6f\nmicrospec_mean_accepted_length_count %llu\n", t.mal_sum,
+            (unsigned long long)t.mal_count);
+    metric(f, "microspec_target_rounds_total", "counter", "Target forwards after prefill.");
+    fprintf(f, "microspec_target_rounds_total %lld\n", (long long)t.rounds);
+    metric(f, "microspec_spec_rounds_total", "counter", "Rounds verified against a draft tree.");
+    fprintf(f, "microspec_spec_rounds_total %lld\n", (long long)t.spec_rounds);
+    metric(f, "microspec_accepted_ge_total", "counter", "Spec rounds whose accepted path reached depth d.");
+    for (int64_t d = 1; d <= t.max_depth; d++)
+        fprintf(f, "microspec_accepted_ge_total{depth=\"%lld\"} %lld\n", (long long)d, (long long)t.accepted_ge[d]);
+    metric(f, "microspec_acceptance_rate", "gauge", "Share of spec rounds accepted to depth d (all requests).");
+    for (int64_t d = 1; d <= t.max_depth; d++)
+        fprintf(f, "microspec_acceptance_rate{depth=\"%lld\"} %.6f\n", (long long)d,
+                t.spec_rounds > 0 ? (double)t.accepted_ge[d] / (double)t.spec_rounds : 0.0);
+    metric(f, "microspec_active_vocab", "summary", "Active draft vocabulary size per spec round.");
+    fprintf(f, "microspec_active_vocab_sum %lld\nmicrospec_active_vocab_count %lld\n", (long long)t.vocab_sum,
+            (long long)t.spec_rounds);
+    metric(f, "microspec_active_vocab_max", "gauge", "Largest active draft vocabulary seen.");
+    fprintf(f, "microspec_active_vocab_max %lld\n", (long long)t.vocab_max);
+    metric(f, "microspec_seconds_total", "counter", "Time by phase, all requests.");
+    const struct {
+        const char *phase;
+        double s;
+    } ph[] = {{"prefill", t.prefill_s}, {"draft", t.draft_s},   {"vocab", t.vocab_s},
+              {"verify", t.verify_s},   {"accept", t.accept_s}, {"total", t.total_s}};
+    for (size_t k = 0; k < sizeof ph / sizeof ph[0]; k++)
+        fprintf(f, "microspec_seconds_total{phase=\"%s\"} %.6f\n", ph[k].phase, ph[k].s);
+    if (h->be.metrics) h->be.metrics(h->be.ctx, f);
+    if (fclose(f) != 0) {
+        free(text);
+        return MHD_NO;
+    }
+    return reply(h, c, 200, text, len, "text/plain; version=0.0.4; charset=utf-8", NULL, NULL);
+}
+
+/* ---- generation requests ---------------------------------------------------------- */
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max) {
+    job *j = cls;
+    ms_http *h = j->h;
+    ssize_t ret;
+    double next_check = ms_now_s() + WAIT_SLICE_MS * 1e-3;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        if (j->sse_off < j->sse.n) {
+            size_t n = j->sse.n - j->sse_off < max ? j->sse.n - j->sse_off : max;
+            memcpy(out, j->sse.p + j->sse_off, n);
+            j->sse_off += n;
+            if (j->sse_off == j->sse.n) j->sse.n = j->sse_off = 0;
+            ret = (ssize_t)n;
+            break;
+        }
+        if (j->cancelled) {
+            ret = MHD_CONTENT_READER_END_WITH_ERROR;
+            break;
+        }
+        if (j->state == JOB_DONE) {
+            ret = MHD_CONTENT_READER_END_OF_STREAM;
+            break;
+        }
+        job_wait(h, j, &next_check);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return ret;
+}
+
+static void sse_free(void *cls) {
+    job *j = cls;
+    ms_http *h = j->h;
+    pthread_mutex_lock(&h->mu);
+    job_unref_locked(j);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static job *job_new(ms_http *h, ms_http_request *req, int fd) {
+    job *j = ms_calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->h = h;
+    j->req = *req; /* takes ownership */
+    memset(req, 0, sizeof *req);
+    j->fd = fd;
+    cond_init_mono(&j->cv);
+    for (int k = 0; k < j->req.n_stop; k++)
+        if (j->req.stop_len[k] - 1 > j->hold) j->hold = j->req.stop_len[k] - 1;
+    snprintf(j->model, sizeof j->model, "%s", j->req.model[0] ? j->req.model : h->model_name);
+    j->created = (long long)time(NULL);
+    pthread_mutex_lock(&h->mu);
+    uint64_t r = ms_rng_u64(&h->rng), k = ++h->next_id;
+    pthread_mutex_unlock(&h->mu);
+    snprintf(j->id, sizeof j->id, "%s-%012llx%012llx", j->req.chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)(r & 0xffffffffffffull), (unsigned long long)(k & 0xffffffffffffull));
+    return j;
+}
+
+static enum MHD_Result handle_generate(ms_http *h, struct MHD_Connection *c, conn *cs) {
+    ms_http_request req;
+    char err[256];
+    if (ms_http_parse_request(cs->body.p, cs->body.n, cs->r == R_CHAT, &req, err, sizeof err) < 0)
+        return reply_error(h, c, 400, req.err_param, err);
+    buf_free(&cs->body);
+    if (req.max_tokens == 0) req.max_tokens = h->max_tokens_default;
+    if (req.max_tokens > h->max_tokens_limit) {
+        snprintf(err, sizeof err, "'max_tokens' must be an integer between 1 and %d", h->max_tokens_limit);
+        ms_http_request_free(&req);
+        return reply_error(h, c, 400, "max_tokens", err);
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    job *j = job_new(h, &req, ci ? ci->connect_fd : -1);
+    if (!j) {
+        ms_http_request_free(&req);
+        return reply_error(h, c, 500, NULL, "out of memory");
+    }
+    bool stream = j->req.stream;
+
+    pthread_mutex_lock(&h->mu);
+    const char *refuse = h->stopping                  ? "the server is shutting down"
+                         : h->n_queued >= h->queue_cap ? "the request queue is full; retry later"
+                                                       : NULL;
+    if (refuse) {
+        if (!h->stopping) h->t.rejected++;
+        j->refs = 1;
+        job_unref_locked(j);
+        pthread_mutex_unlock(&h->mu);
+        return reply_error(h, c, 503, NULL, refuse);
+    }
+    j->refs = 2; /* connection + queue */
+    cs->job = j;
+    h->n_conn_jobs++;
+    if (h->tail) h->tail->next = j;
+    else h->head = j;
+    h->tail = j;
+    h->n_queued++;
+    pthread_cond_signal(&h->work_cv);
+
+    /* Wait for the answer (streams: for the first bytes), watching the socket. */
+    double next_check = ms_now_s() + WAIT_SLICE_MS * 1e-3;
+    for (;;) {
+        if (j->state == JOB_DONE) break;
+        if (stream && j->state == JOB_RUNNING && j->sse_off < j->sse.n) break;
+        if (job_wait(h, j, &next_check)) {
+            pthread_mutex_unlock(&h->mu);
+            return MHD_NO; /* close; the completed callback drops our reference */
+        }
+    }
+    if (j->cancelled) {
+        pthread_mutex_unlock(&h->mu);
+        return MHD_NO;
+    }
+    if (j->state == JOB_DONE && j->status < 0 && !j->sse_started) {
+        int code = j->http_code;
+        char msg[sizeof j->errmsg];
+        memcpy(msg, j->errmsg, sizeof msg);
+        pthread_mutex_unlock(&h->mu);
+        return reply_error(h, c, code, NULL, msg);
+    }
+    if (!stream) {
+        pthread_mutex_unlock(&h->mu); /* done: the worker no longer touches j */
+        return reply_json(h, c, 200, full_response(j), NULL, NULL);
+    }
+    j->sse_started = true;
+    j->refs++; /* the response's */
+    pthread_mutex_unlock(&h->mu);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, j, sse_free);
+    if (!r) {
+        sse_free(j);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    count_code(h, 200);
+    return ret;
+}
+
+static route route_of(const char *url) {
+    static const struct {
+        const char *path;
+        route r;
+    } k[] = {{"/v1/completions", R_COMPLETIONS}, {"/v1/chat/completions", R_CHAT}, {"/v1/models", R_MODELS},
+             {"/health", R_HEALTH},              {"/metrics", R_METRICS}};
+    for (size_t i = 0; url && i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(url, k[i].path) == 0) return k[i].r;
+    return R_NONE;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    ms_http *h = cls;
+    conn *cs = *con_cls;
+    if (!cs) {
+        route r = route_of(url);
+        bool post_route = r == R_COMPLETIONS || r == R_CHAT;
+        bool is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        if (r == R_NONE) return reply_error(h, c, 404, NULL, "no such endpoint");
+        if (post_route && strcmp(method, "POST") != 0)
+            return reply_json(h, c, 405, error_json("method not allowed; use POST", "invalid_request_error", NULL),
+                              MHD_HTTP_HEADER_ALLOW, "POST");
+        if (!post_route && !is_get)
+            return reply_json(h, c, 405, error_json("method not allowed; use GET", "invalid_request_error", NULL),
+                              MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+        if (r != R_HEALTH && !authorized(h, c))
+            return reply_error(h, c, 401, NULL, "missing or wrong bearer token (Authorization: Bearer <token>)");
+        if (r == R_HEALTH) return reply_health(h, c);
+        if (r == R_METRICS) return reply_metrics(h, c);
+        if (r == R_MODELS) return reply_models(h, c);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > MS_HTTP_MAX_BODY)
+            return reply_error(h, c, 413, NULL, "the request body is larger than 1 MiB");
+        cs = ms_calloc(1, sizeof *cs);
+        if (!cs) return MHD_NO;
+        cs->r = r;
+        *con_cls = cs;
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        if (!cs->too_big && cs->body.n + *upload_size > MS_HTTP_MAX_BODY) {
+            cs->too_big = true;
+            buf_free(&cs->body);
+        }
+        if (!cs->too_big && !buf_add(&cs->body, upload, *upload_size)) return MHD_NO;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (cs->too_big) return reply_error(h, c, 413, NULL, "the request body is larger than 1 MiB");
+    return handle_generate(h, c, cs);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    ms_http *h = cls;
+    conn *cs = *con_cls;
+    if (!cs) return;
+    if (cs->job) {
+        pthread_mutex_lock(&h->mu);
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) job_cancel_locked(h, cs->job);
+        job_unref_locked(cs->job);
+        h->n_conn_jobs--;
+        pthread_cond_broadcast(&h->idle_cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    buf_free(&cs->body);
+    free(cs);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    MS_LOG_WARN("microhttpd: %s", msg);
+}
+
+/* ---- start / stop ----------------------------------------------------------------------- */
+
+int ms_http_port(const ms_http *h) { return h->port; }
+
+static void http_free(ms_http *h) {
+    free(h->token);
+    free(h->model_name);
+    pthread_cond_destroy(&h->work_cv);
+    pthread_cond_destroy(&h->idle_cv);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+ms_status ms_http_start(const ms_http_opts *o, const ms_http_backend *b, ms_http **out) {
+    MS_ASSERT(o && b && out);
+    *out = NULL;
+    if (!b->run) MS_FAIL(MS_ERR_INVALID, "http: the backend has no run callback");
+    if (o->port < 0 || o->port > 65535) MS_FAIL(MS_ERR_INVALID, "http: port %d is not in 0..65535", o->port);
+    const char *listen = o->listen && o->listen[0] ? o->listen : "127.0.0.1";
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, listen, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)o->port);
+    } else if (inet_pton(AF_INET6, listen, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)o->port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        MS_FAIL(MS_ERR_INVALID, "http: listen address '%s' is not an IPv4 or IPv6 literal", listen);
+    }
+
+    ms_http *h = ms_calloc(1, sizeof *h);
+    if (!h) return MS_ERR_NOMEM;
+    h->be = *b;
+    h->queue_cap = o->queue > 0 ? o->queue : 16;
+    h->max_tokens_limit = o->max_tokens_limit > 0 ? o->max_tokens_limit : 4096;
+    if (h->max_tokens_limit > MS_HTTP_MAX_TOKENS_CAP) h->max_tokens_limit = MS_HTTP_MAX_TOKENS_CAP;
+    h->max_tokens_default = o->max_tokens_default > 0 ? o->max_tokens_default : 256;
+    if (h->max_tokens_default > h->max_tokens_limit) h->max_tokens_default = h->max_tokens_limit;
+    h->token = o->bearer_token && o->bearer_token[0] ? strdup(o->bearer_token) : NULL;
+    h->model_name = strdup(o->model_name && o->model_name[0] ? o->model_name : "microspec");
+    pthread_mutex_init(&h->mu, NULL);
+    cond_init_mono(&h->work_cv);
+    cond_init_mono(&h->idle_cv);
+    ms_rng_seed(&h->rng, ms_now_ns() ^ ((uint64_t)getpid() << 32));
+    if (!h->model_name || (o->bearer_token && o->bearer_token[0] && !h->token)) {
+        http_free(h);
+        MS_FAIL(MS_ERR_NOMEM, "http: out of memory");
+    }
+    if (strlen(h->model_name) >= MS_HTTP_MODEL_MAX) h->model_name[MS_HTTP_MODEL_MAX - 1] = 0;
+
+    if (pthread_create(&h->worker, NULL, worker_main, h) != 0) {
+        http_free(h);
+        MS_FAIL(MS_ERR_INTERNAL, "http: cannot start the worker thread");
+    }
+    h->worker_started = true;
+    unsigned limit = (unsigned)(4 * h->queue_cap + 64);
+    h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,                 //
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,                           //
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,                        //
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,                        //
+                            MHD_OPTION_CONNECTION_LIMIT, limit,                                  //
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,                        //
+                            MHD_OPTION_END);
+    if (!h->d) {
+        ms_http *tmp = h;
+        ms_http_stop(&tmp);
+        MS_FAIL(MS_ERR_IO, "http: cannot listen on %s:%d (address in use or not local?)", listen, o->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di && di->port ? di->port : o->port;
+    MS_LOG_INFO("http: listening on %s:%d (queue %d, max_tokens %d..%d%s)", listen, h->port, h->queue_cap,
+                h->max_tokens_default, h->max_tokens_limit, h->token ? ", bearer token required" : "");
+    *out = h;
+    return MS_OK;
+}
+
+void ms_http_stop(ms_http **hp) {
+    if (!hp || !*hp) return;
+    ms_http *h = *hp;
+    *hp = NULL;
+    pthread_mutex_lock(&h->mu);
+    h->stopping = true;
+    while (h->head) { /* queued requests: 503 */
+        job *j = h->head;
+        h->head = j->next;
+        j->next = NULL;
+        h->n_queued--;
+        j->status = MS_ERR_CANCELLED;
+        j->http_code = 503;
+        snprintf(j->errmsg, sizeof j->errmsg, "the server is shutting down");
+        if (j->req.stream) {
+            sse_event(j, error_json(j->errmsg, "server_error", NULL));
+            buf_str(&j->sse, "data: [DONE]\n\n");
+        }
+        j->state = JOB_DONE;
+        pthread_cond_broadcast(&j->cv);
+        job_unref_locked(j);
+    }
+    h->tail = NULL;
+    pthread_cond_broadcast(&h->work_cv);
+    pthread_mutex_unlock(&h->mu);
+    if (h->worker_started) pthread_join(h->worker, NULL); /* finishes the running request */
+    if (h->d) {
+        /* Let the connections send their answers before MHD closes them (bounded). */
+        double deadline = ms_now_s() + STOP_DRAIN_S;
+        pthread_mutex_lock(&h->mu);
+        while (h->n_conn_jobs > 0 && ms_now_s() < deadline) wait_ms(&h->idle_cv, &h->mu, 50);
+        pthread_mutex_unlock(&h->mu);
+        MHD_stop_daemon(h->d);
+    }
+    http_free(h);
+}
