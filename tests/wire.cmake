@@ -1,0 +1,7 @@
+# Wire format of the target↔draft link (protocol/ms_wire.c): round trips of every
+# message type, golden frame-0 bytes (tests/golden/wire/*.bin, written once with
+# `test_wire --write-golden DIR`), msgpack-c as an independent reader, bad input,
+# and a fuzz target whose accepted inputs must survive encode → decode unchanged.
+ms_add_test(test_wire test_wire.c LIBS ms_protocol LABELS protocol unit TIMEOUT 120)
+ms_add_fuzz(fuzz_wire fuzz/fuzz_wire.c 20)
+target_link_libraries(fuzz_wire PRIVATE ms_protocol)
