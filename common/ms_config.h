@@ -1,0 +1,158 @@
+/* ms_config.h — the cluster configuration file (DESIGN §7).
+ *
+ * One libconfig file describes the whole pair: the target and draft models
+ * and where they run, the vocabulary mode, the draft tree, the pipeline, the
+ * target↔draft link (with optional ZeroMQ CURVE keys), the HTTP front end,
+ * the hosts for cluster/launch.sh, and logging. Every key, its type, default,
+ * bounds and meaning is one row of a table in ms_config.c (`microspec-config
+ * --help` prints it). The loader
+ *   - refuses unknown keys at any level, wrongly typed values, values out of
+ *     range, strings outside their allowed set, and failed cross-field checks,
+ *     each with "FILE:LINE: PATH: problem" (LINE 0 when the key is absent);
+ *   - gives absent keys their defaults;
+ *   - resolves relative paths (target.model, draft.model, vocab.list, log.dir)
+ *     against the folder of the config file (ms_cfg_load) or leaves them
+ *     relative to the current folder (ms_cfg_parse);
+ *   - does not check that model files exist: the nodes do that at start, with
+ *     the file and field named;
+ *   - refuses @include (one file describes the cluster).
+ *
+ * This module is below the nodes: it knows plain strings and integers. The
+ * target and draft nodes translate ms_cfg into their own option structs
+ * (draft.kind → ms_draft_kind, vocab.mode → ms_vocab_mode, tree.* →
+ * ms_tree_params, vocab.k_pre/k_ver → ms_gen_params).
+ *
+ * Error codes (all logged once with the message above):
+ *   MS_ERR_IO          the file cannot be read
+ *   MS_ERR_FORMAT      libconfig syntax error, or an @include
+ *   MS_ERR_UNSUPPORTED an unknown key
+ *   MS_ERR_INVALID     a wrong type (group vs value, integer vs string...), a
+ *                      string outside its allowed set or format (enum, device,
+ *                      endpoint, Z85 key, host name), a control character
+ *   MS_ERR_RANGE       an integer out of bounds, a string too long, tree or
+ *                      http limits that contradict each other
+ *   MS_ERR_NOT_FOUND   a key another one requires is missing (target.model;
+ *                      draft.model for lm/eagle; vocab.list for static; the
+ *                      four CURVE keys when link.curve.enabled)
+ */
+#ifndef MS_CONFIG_H
+#define MS_CONFIG_H
+
+#include <limits.h>
+#include <stdio.h>
+
+#include "ms_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+#define MS_CFG_NAME_MAX 256 /* host names, endpoints, devices, tokens */
+#define MS_CFG_ENUM_MAX 16  /* enum strings ("dynamic", "layerskip") */
+#define MS_CFG_Z85_LEN 40   /* a CURVE key: 32 bytes as Z85 text */
+#define MS_CFG_TREE_MAX 64  /* = MS_TREE_MAX (protocol/ms_msg.h): nodes per tree */
+#define MS_CFG_TREE_MAX_K 16 /* = MS_TREE_MAX_K (draft-node/ms_tree.h) */
+
+/* Plain values; strings are NUL-terminated in fixed arrays. Enum-like keys
+ * hold one of their allowed strings (validated). */
+typedef struct {
+    struct {
+        char model[PATH_MAX];           /* model folder (required) */
+        int64_t max_ctx;                /* KV rows */
+        int64_t threads;                /* CPU threads */
+        char device[MS_CFG_NAME_MAX];   /* "cpu" | "cuda:N" */
+    } target;
+    struct {
+        bool enabled;                   /* false: the target runs alone (autoregressive) */
+        char kind[MS_CFG_ENUM_MAX];     /* "layerskip" | "lm" | "eagle" */
+        char model[PATH_MAX];           /* lm: draft model; eagle: EAGLE head; layerskip: unused */
+        int64_t layers;                 /* layerskip: first N target layers */
+        int64_t max_ctx;                /* 0: the model's default */
+        int64_t threads;
+        char device[MS_CFG_NAME_MAX];
+    } draft;
+    struct {
+        char mode[MS_CFG_ENUM_MAX];     /* "dynamic" | "static" | "full" */
+        int64_t w_max, k_pre, k_ver;
+        char list[PATH_MAX];            /* static: a microspec-freqlist file */
+    } vocab;
+    struct {
+        int64_t top_k, depth, total;
+        bool chain;
+    } tree;
+    char pipeline[MS_CFG_ENUM_MAX];     /* "sync" | "overlap" */
+    struct {
+        char endpoint[MS_CFG_NAME_MAX]; /* tcp://HOST:PORT | ipc://PATH */
+        int64_t deadline_ms, heartbeat_ms, reconnect_ms, max_message_bytes;
+        struct {
+            bool enabled;
+            char server_public[MS_CFG_Z85_LEN + 1], server_secret[MS_CFG_Z85_LEN + 1];
+            char client_public[MS_CFG_Z85_LEN + 1], client_secret[MS_CFG_Z85_LEN + 1];
+        } curve;
+    } link;
+    struct {
+        char listen[MS_CFG_NAME_MAX];
+        int64_t port, queue, max_tokens_default, max_tokens_limit;
+        char bearer_token[MS_CFG_NAME_MAX]; /* "" = no authentication */
+        int64_t request_timeout_s;
+    } http;
+    struct {
+        char target[MS_CFG_NAME_MAX], draft[MS_CFG_NAME_MAX];
+        char ssh_user[MS_CFG_NAME_MAX];
+        char workdir[PATH_MAX];         /* on the remote hosts; not resolved */
+    } hosts;
+    struct {
+        char level[MS_CFG_ENUM_MAX];    /* "debug" | "info" | "warn" | "error" | "off" */
+        char dir[PATH_MAX];             /* "" = stderr only */
+    } log;
+    char source[PATH_MAX];              /* the file (or name) it was read from; not a key */
+} ms_cfg;
+
+/* Every key at its default (memset first, so two default configs compare
+ * equal with memcmp). target.model is empty, so defaults alone do not pass
+ * ms_cfg_check. */
+void ms_cfg_defaults(ms_cfg *out);
+
+/* Read and validate a config file. On success *out is the effective
+ * configuration; on failure *out is untouched. err (optional, cap bytes)
+ * receives the one-line message "FILE:LINE: PATH: problem". */
+ms_status ms_cfg_load(const char *path, ms_cfg *out);
+ms_status ms_cfg_load_ex(const char *path, ms_cfg *out, char *err, size_t cap);
+
+/* Same from a NUL-terminated text in memory; `name` stands for the file in
+ * messages (NULL → "<config>"). Relative paths stay relative (to the current
+ * folder). */
+ms_status ms_cfg_parse(const char *text, const char *name, ms_cfg *out);
+ms_status ms_cfg_parse_ex(const char *text, const char *name, ms_cfg *out, char *err, size_t cap);
+
+/* The per-key and cross-field checks on a struct built in code (messages
+ * give "PATH: problem", no line). */
+ms_status ms_cfg_check(const ms_cfg *c, char *err, size_t cap);
+
+/* Logs the effective configuration, one "config PATH = VALUE" line per key at
+ * info level. CURVE keys and the bearer token are shown as "(set)" or "". */
+void ms_cfg_log(const ms_cfg *c);
+
+/* Any key by its dotted path ("http.port", "link.curve.enabled") as text:
+ * integers in decimal, booleans "true"/"false", strings as they are (secrets
+ * included: the caller asked for that key). MS_ERR_NOT_FOUND for a path that
+ * is not a key, MS_ERR_RANGE when cap is too small. */
+ms_status ms_cfg_get_string(const ms_cfg *c, const char *path, char *buf, size_t cap);
+
+/* Writes the configuration as libconfig text that ms_cfg_parse reads back to
+ * the same struct (source aside). Each key carries its help as a comment.
+ * with_secrets false: secret keys are written as comments, not values. */
+void ms_cfg_dump(const ms_cfg *c, FILE *f, bool with_secrets);
+
+/* The key table: path, type, default, bounds and help, one key per line. */
+void ms_cfg_help(FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
