@@ -17,6 +17,7 @@ packages=(
   libmicrohttpd-dev                 # HTTP API on the target node
   python3                           # test helpers and report scripts
   curl iproute2                     # integration tests
+  gnuplot-nox                       # PNG plots of results/coverage (tools/coverage_report.sh)
 )
 
 missing=()
