@@ -288,6 +288,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     float *feats = NULL, *root_logits = t->logits + (MS_TREE_MAX - 1) * V;
     ms_status s = MS_OK;
     uint64_t port_ns = 0; /* time inside port calls since the last tree (begin, accept) */
+    bool begun = false;   /* end() only for a request the draft has begun */
     uint64_t t0 = ms_now_ns();
 
     ms_model_reset(m);
@@ -314,6 +315,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
         uint64_t c0 = ms_now_ns();
         ms_status ds = draft->begin(draft->ctx, &b);
         port_ns = ms_now_ns() - c0;
+        begun = true;
         if (ds < 0) drop_draft(&draft, st, rid, "begin", ds);
     }
 
@@ -402,7 +404,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
         root = bonus;
     }
 out:
-    if (draft) draft->end(draft->ctx, rid);
+    if (draft && begun) draft->end(draft->ctx, rid);
     st->total_s = (double)(ms_now_ns() - t0) * 1e-9;
     free(topk_pre);
     free(feats);

@@ -54,8 +54,9 @@ typedef struct {
     const char *stop_reason;      /* "stop token", "max tokens", "context full", "cancelled" */
 } ms_gen_stats;
 
-/* Mean accepted length: tokens emitted per target forward (prefill counts
- * for the first token; AR = 1.00). */
+/* Mean accepted length: tokens emitted per target forward after the prefill
+ * (accepted drafts + bonus per round, averaged over rounds, before any stop or
+ * max-tokens cut; the prefill's first token is not counted; AR = 1.00). */
 double ms_gen_stats_mean_accepted(const ms_gen_stats *s);
 /* Share of spec rounds whose accepted path reached depth d (d ≥ 1). */
 double ms_gen_stats_accept_rate(const ms_gen_stats *s, int64_t d);

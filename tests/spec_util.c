@@ -339,6 +339,7 @@ static ms_status wrap_accept(void *ctx, const ms_msg_verify *m) {
     spec_wrap *w = ctx;
     w->n_accept++;
     if (m->round != w->last_round) w->order_ok = false;
+    if (w->n_accept <= (int64_t)(sizeof w->paths / sizeof w->paths[0])) w->paths[w->n_accept - 1] = m->n_path;
     w->sum_path += m->n_path;
     w->last_path = m->n_path;
     if (w->fault == SPEC_FAULT_ACCEPT_STATUS && m->round == w->fault_round) return MS_ERR_PEER;
@@ -376,6 +377,10 @@ double spec_top2_gap(const float *row, int64_t V, int32_t *best, int32_t *second
     if (best) *best = b;
     if (second) *second = s;
     return s < 0 ? INFINITY : (double)row[b] - (double)row[s];
+}
+
+bool spec_ids_equal(const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {
+    return na == nb && (na == 0 || !memcmp(a, b, (size_t)na * sizeof *a));
 }
 
 int64_t spec_first_diff(const int32_t *a, int64_t na, const int32_t *b, int64_t nb) {

@@ -103,6 +103,7 @@ typedef struct {
     int64_t n_begin, n_draft, n_accept, n_end;
     int64_t sum_path;         /* Σ n_path over accept messages */
     int64_t last_path;        /* n_path of the last accept */
+    int64_t paths[512];       /* n_path of the first 512 accepts, in round order */
     int64_t rounds_seen;      /* trees returned */
     int64_t max_tree_n;
     bool order_ok;            /* begin → (draft → accept)* → end, rounds 1, 2, ... */
@@ -118,6 +119,9 @@ ms_draft_port spec_wrap_port(spec_wrap *w, bool wants_features);
 
 /* Logit gap between the best and the second-best id of row[V]. */
 double spec_top2_gap(const float *row, int64_t V, int32_t *best, int32_t *second);
+
+/* a[na] == b[nb] (either may be NULL when its count is 0). */
+bool spec_ids_equal(const int32_t *a, int64_t na, const int32_t *b, int64_t nb);
 
 /* Index of the first difference between a[na] and b[nb] (min(na, nb) when one is a prefix). */
 int64_t spec_first_diff(const int32_t *a, int64_t na, const int32_t *b, int64_t nb);

@@ -1,0 +1,445 @@
+/* test_spec_equiv.c — greedy speculative decoding emits exactly what the
+ * target emits alone (DESIGN §4: "the vocabulary mode never changes what the
+ * target emits").
+ *
+ * For every draft kind × vocabulary mode × tree shape (EAGLE-2 10/5/60, a
+ * small 4/3/16 tree, a chain of depth 4), ms_tgt_generate with the draft must
+ * give the same id sequence (from the token callback) and the same stop reason
+ * as ms_tgt_generate without one. Model groups:
+ *   - stories260K (shared; converted with convert-llama2c), layerskip drafts of
+ *     1–4 layers, Spec-Bench prompts encoded raw (BOS + text);
+ *   - seeded random llama / qwen2 / qwen3 targets (GQA, tied and untied), with a
+ *     random 1-layer `lm` draft, the target itself as `lm` draft (near-total
+ *     acceptance: long paths, KV compaction), a random `eagle` head and
+ *     layerskip; prompts of random ids;
+ *   - a qwen3 target with the real 151,936-id Qwen3 tokenizer at tiny width,
+ *     W_max = 256, Spec-Bench prompts through the ChatML template.
+ * Static lists are the K most frequent ids of the group's prompts and AR
+ * outputs (ms_vocab_rank_counts → ms_vocab_save_list). Half the prompts also
+ * carry a stop id planted from the AR output, so "stop token" is compared as
+ * well as "max tokens".
+ *
+ * On a mismatch the test prints the first divergence and the top-2 logit gap
+ * of the target at that point (a float near-tie between tree-batched and
+ * one-by-one logits would show as a tiny gap) — and still fails.
+ *
+ * Under ASan (or SPEC_SMALL=1) fewer prompts per configuration and fewer new
+ * tokens are run; every kind, mode and shape still runs.
+ */
+#include "spec_util.h"
+
+#include "ms_tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    ms_draft_kind kind;
+    const char *model_dir;
+    const char *target_dir;
+    int64_t layers;
+} draft_spec;
+
+typedef struct {
+    const char *label;
+    const char *dir;
+    ms_model *model;
+    ms_tgt *tgt;
+    int64_t V;
+    int64_t n_prompts;
+    ms_ids *prompts;
+    ms_gen_params *params;
+    ms_ids *ar;
+    const char **ar_reason;
+    int64_t per_config; /* prompts run per configuration (rotating) */
+    uint32_t shapes;    /* bit s: run SHAPES[s] */
+    int64_t w_max;      /* dynamic window */
+    char list_path[512];
+    int64_t list_k;
+} group;
+
+static const struct {
+    const char *name;
+    ms_tree_params tree;
+} SHAPES[] = {
+    {"tree10/5/60", {.top_k = 10, .depth = 5, .total = 60, .chain = false}},
+    {"tree4/3/16", {.top_k = 4, .depth = 3, .total = 16, .chain = false}},
+    {"chain4", {.top_k = 1, .depth = 4, .total = 2, .chain = true}},
+};
+enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
+
+static int64_t g_configs, g_runs, g_spec_rounds, g_accepted;
+
+static void group_free(group *g) {
+    for (int64_t i = 0; i < g->n_prompts; i++) {
+        ms_ids_free(&g->prompts[i]);
+        ms_ids_free(&g->ar[i]);
+    }
+    free(g->prompts);
+    free(g->params);
+    free(g->ar);
+    free(g->ar_reason);
+    ms_tgt_free(&g->tgt);
+    ms_model_free(&g->model);
+}
+
+/* Load the target; prompts are filled by the caller afterwards. */
+static ms_status group_open(group *g, const char *label, const char *dir, int64_t n_prompts) {
+    memset(g, 0, sizeof *g);
+    g->label = label;
+    g->dir = dir;
+    ms_model_opts mo = {0};
+    MS_TRY(ms_model_load(dir, &mo, &g->model));
+    MS_TRY(ms_tgt_new(g->model, &g->tgt));
+    g->V = ms_model_vocab(g->model);
+    g->n_prompts = n_prompts;
+    g->shapes = (1u << N_SHAPES) - 1;
+    g->prompts = ms_calloc((size_t)n_prompts, sizeof *g->prompts);
+    g->params = ms_calloc((size_t)n_prompts, sizeof *g->params);
+    g->ar = ms_calloc((size_t)n_prompts, sizeof *g->ar);
+    g->ar_reason = ms_calloc((size_t)n_prompts, sizeof *g->ar_reason);
+    if (!g->prompts || !g->params || !g->ar || !g->ar_reason) return MS_ERR_NOMEM;
+    return MS_OK;
+}
+
+/* AR reference for every prompt: first without a planted stop, then (odd
+ * prompts) with the id at a prompt-dependent place of that output as a stop
+ * id. Writes the static list (K most frequent ids of prompts + outputs). */
+static ms_status group_reference(group *g, int64_t max_new, const int32_t *eos, int64_t n_eos, const char *tmp,
+                                 int64_t list_k) {
+    spec_sink sink = {0};
+    ms_gen_stats st;
+    int64_t *counts = ms_calloc((size_t)g->V, sizeof *counts);
+    if (!counts) return MS_ERR_NOMEM;
+    ms_status s = MS_OK;
+    for (int64_t i = 0; i < g->n_prompts && s >= 0; i++) {
+        ms_gen_params p = ms_gen_params_default();
+        p.max_new_tokens = max_new;
+        for (int64_t e = 0; e < n_eos && p.n_stop < MS_MAX_STOP; e++) p.stop_ids[p.n_stop++] = eos[e];
+        s = spec_generate(g->tgt, NULL, g->prompts[i].v, g->prompts[i].n, &p, &sink, &st);
+        if (s < 0) break;
+        int64_t at = 2 + i % 9;
+        if (i % 2 == 1 && sink.ids.n > at && p.n_stop < MS_MAX_STOP) {
+            p.stop_ids[p.n_stop++] = sink.ids.v[at];
+            s = spec_generate(g->tgt, NULL, g->prompts[i].v, g->prompts[i].n, &p, &sink, &st);
+            if (s < 0) break;
+        }
+        g->params[i] = p;
+        g->ar_reason[i] = st.stop_reason;
+        SPEC_CHECK(st.new_tokens == sink.ids.n, "%s prompt %lld: AR new_tokens %lld, callback %lld", g->label,
+                   (long long)i, (long long)st.new_tokens, (long long)sink.ids.n);
+        SPEC_CHECK(st.spec_rounds == 0 && !st.draft_failed, "%s: AR has spec rounds", g->label);
+        for (int64_t k = 0; k < sink.ids.n && s >= 0; k++) s = ms_ids_push(&g->ar[i], sink.ids.v[k]);
+        for (int64_t k = 0; k < sink.ids.n; k++) counts[sink.ids.v[k]] += 4;
+        for (int64_t k = 0; k < g->prompts[i].n; k++) counts[g->prompts[i].v[k]]++;
+    }
+    int64_t stops = 0;
+    for (int64_t i = 0; i < g->n_prompts; i++) stops += g->ar_reason[i] && !strcmp(g->ar_reason[i], "stop token");
+    fprintf(stderr, "%s: %lld prompts, AR reference done (%lld end at a stop token)\n", g->label,
+            (long long)g->n_prompts, (long long)stops);
+    if (s >= 0) {
+        g->list_k = list_k;
+        snprintf(g->list_path, sizeof g->list_path, "%s/%s.list", tmp, g->label);
+        s = spec_save_ranked_list(g->list_path, counts, g->V, list_k);
+    }
+    free(counts);
+    ms_ids_free(&sink.ids);
+    return s;
+}
+
+/* Print the first divergence and the target's top-2 gap there. */
+static void explain_divergence(group *g, int64_t i, const ms_ids *got) {
+    const ms_ids *ar = &g->ar[i];
+    int64_t at = spec_first_diff(ar->v, ar->n, got->v, got->n);
+    fprintf(stderr, "  first divergence at new token %lld: AR %d, spec %d (lengths %lld / %lld)\n", (long long)at,
+            at < ar->n ? ar->v[at] : -1, at < got->n ? got->v[at] : -1, (long long)ar->n, (long long)got->n);
+    ms_ids prefix = {0};
+    float *logits = ms_malloc((size_t)g->V * sizeof *logits);
+    bool ok = logits != NULL;
+    for (int64_t k = 0; ok && k < g->prompts[i].n; k++) ok = ms_ids_push(&prefix, g->prompts[i].v[k]) >= 0;
+    for (int64_t k = 0; ok && k < at && k < ar->n; k++) ok = ms_ids_push(&prefix, ar->v[k]) >= 0;
+    if (ok) {
+        ms_model_reset(g->model);
+        if (ms_model_prefill(g->model, prefix.v, prefix.n, logits) >= 0) {
+            int32_t b, s2;
+            double gap = spec_top2_gap(logits, g->V, &b, &s2);
+            fprintf(stderr, "  target after the common prefix: best %d, second %d, top-2 logit gap %.3g%s\n", b, s2,
+                    gap, gap < 1e-4 ? " (NEAR-TIE)" : " (not a tie: a real divergence)");
+        }
+    }
+    free(logits);
+    ms_ids_free(&prefix);
+}
+
+/* One draft configuration over its share of the group's prompts. */
+static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t shape, int64_t c) {
+    ms_dft_opts o = ms_dft_opts_default();
+    o.kind = ds->kind;
+    o.model_dir = ds->model_dir;
+    o.target_dir = ds->target_dir;
+    o.layers = ds->layers;
+    o.vocab = vm;
+    o.vocab_list = g->list_path;
+    o.w_max = g->w_max;
+    o.tree = SHAPES[shape].tree;
+    char name[256];
+    snprintf(name, sizeof name, "%s/%s/%s/%s", g->label, ds->name, ms_vocab_mode_name(vm), SHAPES[shape].name);
+    ms_dft *d = NULL;
+    ms_status s = ms_dft_new(&o, &d);
+    SPEC_CHECK(s >= 0, "%s: ms_dft_new: %s", name, ms_status_str(s));
+    if (s < 0) return;
+    g_configs++;
+    ms_draft_port port = ms_dft_port(d);
+    spec_sink sink = {0};
+    ms_gen_stats st;
+    int64_t per = g->per_config < g->n_prompts ? g->per_config : g->n_prompts;
+    int64_t rounds = 0, spec_rounds = 0, acc = 0, bad = 0;
+    for (int64_t k = 0; k < per; k++) {
+        int64_t i = (c * per + k) % g->n_prompts;
+        ms_gen_params p = g->params[i];
+        /* K_pre / K_ver only steer the dynamic window; vary them too. */
+        p.k_pre = c % 4;
+        p.k_ver = (c + 1) % 5;
+        s = spec_generate(g->tgt, &port, g->prompts[i].v, g->prompts[i].n, &p, &sink, &st);
+        g_runs++;
+        SPEC_CHECK(s >= 0, "%s prompt %lld: generate: %s", name, (long long)i, ms_status_str(s));
+        if (s < 0) continue;
+        const ms_ids *ar = &g->ar[i];
+        bool same = spec_ids_equal(sink.ids.v, sink.ids.n, ar->v, ar->n) && !strcmp(st.stop_reason, g->ar_reason[i]);
+        SPEC_CHECK(same, "%s prompt %lld: speculative output differs from AR (stop '%s' vs '%s')", name, (long long)i,
+                   st.stop_reason, g->ar_reason[i]);
+        if (!same && bad++ < 2) explain_divergence(g, i, &sink.ids);
+        SPEC_CHECK(st.new_tokens == sink.ids.n, "%s prompt %lld: new_tokens %lld, callback %lld", name, (long long)i,
+                   (long long)st.new_tokens, (long long)sink.ids.n);
+        SPEC_CHECK(!st.draft_failed, "%s prompt %lld: the draft failed", name, (long long)i);
+        SPEC_CHECK(st.spec_rounds == st.rounds, "%s prompt %lld: %lld of %lld rounds speculative", name, (long long)i,
+                   (long long)st.spec_rounds, (long long)st.rounds);
+        rounds += st.rounds;
+        spec_rounds += st.spec_rounds;
+        for (int64_t dd = 1; dd <= st.max_depth; dd++) acc += st.accepted_ge[dd];
+    }
+    g_spec_rounds += spec_rounds;
+    g_accepted += acc;
+    if (getenv("SPEC_VERBOSE"))
+        fprintf(stderr, "  %-48s %lld prompts, %lld rounds, mean accepted %.2f\n", name, (long long)per,
+                (long long)rounds, rounds ? 1.0 + (double)acc / (double)rounds : 1.0);
+    ms_ids_free(&sink.ids);
+    ms_dft_free(&d);
+}
+
+static void run_group(group *g, const draft_spec *ds, int64_t n_ds) {
+    int64_t c = 0;
+    double t0 = ms_now_s();
+    int64_t before = spec_failures;
+    for (int64_t k = 0; k < n_ds; k++)
+        for (int vm = MS_VOCAB_FULL; vm <= MS_VOCAB_DYNAMIC; vm++)
+            for (int64_t sh = 0; sh < N_SHAPES; sh++)
+                if (g->shapes & (1u << sh)) run_config(g, &ds[k], (ms_vocab_mode)vm, sh, c++);
+    fprintf(stderr, "%s: %lld configurations, %s, %.1f s\n", g->label, (long long)c,
+            spec_failures == before ? "all equal to AR" : "MISMATCHES", ms_now_s() - t0);
+}
+
+/* ---- groups ------------------------------------------------------------- */
+
+static void stories_group(const char *tmp, bool small) {
+    char dir[512];
+    ms_status s = spec_convert_stories(tmp, dir, sizeof dir);
+    if (s == MS_ERR_NOT_FOUND) {
+        fprintf(stderr, "SKIP stories260K part: %s/models/stories260k absent\n", MS_SHARED_DIR);
+        return;
+    }
+    SPEC_CHECK(s >= 0, "convert stories260K");
+    if (s < 0) return;
+    char **texts = NULL;
+    int64_t n_texts = 0;
+    s = spec_bench_prompts(24, &texts, &n_texts);
+    if (s == MS_ERR_NOT_FOUND) {
+        fprintf(stderr, "SKIP stories260K part: Spec-Bench questions absent\n");
+        return;
+    }
+    SPEC_CHECK(s >= 0 && n_texts == 24, "Spec-Bench prompts: %lld", (long long)n_texts);
+    ms_tok *tok = NULL;
+    group g;
+    s = ms_tok_load_dir(dir, &tok);
+    SPEC_CHECK(s >= 0, "stories tokenizer");
+    if (s >= 0) s = group_open(&g, "stories260K", dir, n_texts);
+    SPEC_CHECK(s >= 0, "stories model");
+    if (s >= 0) {
+        for (int64_t i = 0; i < n_texts && s >= 0; i++) {
+            s = ms_ids_push(&g.prompts[i], ms_tok_bos(tok));
+            if (s >= 0) s = ms_tok_encode(tok, texts[i], strlen(texts[i]), false, &g.prompts[i]);
+            if (g.prompts[i].n > 48) g.prompts[i].n = 48; /* attention cost grows with the context */
+        }
+        const int32_t *eos;
+        int n_eos = ms_tok_eos(tok, &eos);
+        g.per_config = small ? 1 : 6;
+        g.w_max = 64;
+        if (s >= 0) s = group_reference(&g, small ? 12 : 32, eos, n_eos, tmp, 128);
+        SPEC_CHECK(s >= 0, "stories reference");
+        if (s >= 0) {
+            draft_spec ds[4];
+            static const char *names[] = {"layerskip1", "layerskip2", "layerskip3", "layerskip4"};
+            for (int k = 0; k < 4; k++) ds[k] = (draft_spec){names[k], MS_DRAFT_LAYERSKIP, dir, dir, k + 1};
+            run_group(&g, ds, 4);
+        }
+        group_free(&g);
+    }
+    ms_tok_free(&tok);
+    spec_free_strings(texts, n_texts);
+}
+
+typedef struct {
+    const char *label, *arch, *target_args, *draft_args;
+    int64_t V, layers;
+} random_arch;
+
+static void random_group(const char *tmp, const random_arch *ra, uint64_t seed, bool small) {
+    char tdir[512], ddir[512], edir[512], name[128];
+    snprintf(name, sizeof name, "%s-target", ra->label);
+    ms_status s = spec_mkmodel(tmp, name, ra->target_args, tdir, sizeof tdir);
+    snprintf(name, sizeof name, "%s-lm", ra->label);
+    if (s >= 0) s = spec_mkmodel(tmp, name, ra->draft_args, ddir, sizeof ddir);
+    snprintf(name, sizeof name, "%s-eagle", ra->label);
+    if (s >= 0) s = spec_mkeagle(tmp, name, tdir, "--seed 9", edir, sizeof edir);
+    SPEC_CHECK(s >= 0, "%s: making models", ra->label);
+    if (s < 0) return;
+    const int64_t n_prompts = 20;
+    group g;
+    s = group_open(&g, ra->label, tdir, n_prompts);
+    SPEC_CHECK(s >= 0, "%s: loading the target", ra->label);
+    if (s >= 0) {
+        ms_rng rng;
+        ms_rng_seed(&rng, seed);
+        for (int64_t i = 0; i < n_prompts && s >= 0; i++) {
+            int64_t len = 1 + (int64_t)(ms_rng_u64(&rng) % 40);
+            for (int64_t k = 0; k < len && s >= 0; k++)
+                s = ms_ids_push(&g.prompts[i], (int32_t)(ms_rng_u64(&rng) % (uint64_t)ra->V));
+        }
+        g.per_config = small ? 2 : 8;
+        g.w_max = 48;
+        const int32_t eos[] = {2};
+        if (s >= 0) s = group_reference(&g, small ? 12 : 24, eos, 1, tmp, ra->V / 4);
+        SPEC_CHECK(s >= 0, "%s: reference", ra->label);
+        if (s >= 0) {
+            draft_spec ds[] = {
+                {"lm", MS_DRAFT_LM, ddir, tdir, 0},
+                {"lm-self", MS_DRAFT_LM, tdir, tdir, 0},
+                {"eagle", MS_DRAFT_EAGLE, edir, tdir, 0},
+                {"layerskip1", MS_DRAFT_LAYERSKIP, tdir, tdir, 1},
+                {"layerskip-all-but-1", MS_DRAFT_LAYERSKIP, tdir, tdir, ra->layers - 1},
+            };
+            run_group(&g, ds, sizeof ds / sizeof ds[0]);
+        }
+    }
+    group_free(&g);
+}
+
+static void qwen3_big_group(const char *tmp, bool small) {
+    const char *tokjson = MS_SHARED_DIR "/tokenizers/qwen3/tokenizer.json";
+    if (!ms_file_exists(tokjson)) {
+        fprintf(stderr, "SKIP qwen3-151936 part: %s absent\n", tokjson);
+        return;
+    }
+    char **texts = NULL;
+    int64_t n_texts = 0;
+    ms_status s = spec_bench_prompts(small ? 8 : 24, &texts, &n_texts);
+    if (s == MS_ERR_NOT_FOUND) {
+        fprintf(stderr, "SKIP qwen3-151936 part: Spec-Bench questions absent\n");
+        return;
+    }
+    char tdir[512], ddir[512], edir[512], args[1024];
+    snprintf(args, sizeof args,
+             "--arch qwen3 --vocab 151936 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --ffn 48 --seed 31 "
+             "--bos -1 --eos 151645 --eos 151643 --tokenizer %s",
+             tokjson);
+    s = spec_mkmodel(tmp, "q3big-target", args, tdir, sizeof tdir);
+    if (s >= 0)
+        s = spec_mkmodel(tmp, "q3big-lm",
+                         "--arch qwen3 --vocab 151936 --hidden 16 --layers 1 --heads 2 --kv-heads 1 --ffn 32 "
+                         "--seed 32 --bos -1 --eos 151645",
+                         ddir, sizeof ddir);
+    if (s >= 0) s = spec_mkeagle(tmp, "q3big-eagle", tdir, "--seed 33", edir, sizeof edir);
+    SPEC_CHECK(s >= 0, "qwen3-151936: making models");
+    ms_tok *tok = NULL;
+    if (s >= 0) s = ms_tok_load_dir(tdir, &tok);
+    SPEC_CHECK(s >= 0, "qwen3 tokenizer from the model folder");
+    group g;
+    if (s >= 0) s = group_open(&g, "qwen3-151936", tdir, n_texts);
+    SPEC_CHECK(s >= 0, "qwen3-151936 model");
+    if (s < 0) {
+        ms_tok_free(&tok);
+        spec_free_strings(texts, n_texts);
+        return;
+    }
+    ms_chat_kind kind = ms_tok_chat_kind(tok);
+    SPEC_CHECK(kind != MS_CHAT_NONE, "the Qwen3 tokenizer has a chat template");
+    for (int64_t i = 0; i < n_texts && s >= 0; i++) {
+        ms_chat_msg msg = {MS_ROLE_USER, texts[i]};
+        char *r = NULL;
+        s = ms_chat_render(kind, &msg, 1, true, &r);
+        if (s >= 0) s = ms_tok_encode(tok, r, strlen(r), true, &g.prompts[i]);
+        free(r);
+    }
+    SPEC_CHECK(s >= 0, "chat prompts");
+    const int32_t *eos;
+    int n_eos = ms_tok_eos(tok, &eos);
+    /* The 151,936-row LM head dominates: the small tree and the chain only
+     * (both tree and chain mode), 18 configurations × 2 prompts cover the 24. */
+    g.shapes = 2u | 4u;
+    g.per_config = small ? 1 : 2;
+    g.w_max = 256;
+    if (s >= 0) s = group_reference(&g, small ? 8 : 16, eos, n_eos, tmp, 2048);
+    SPEC_CHECK(s >= 0, "qwen3-151936 reference");
+    if (s >= 0) {
+        draft_spec ds[] = {
+            {"lm", MS_DRAFT_LM, ddir, tdir, 0},
+            {"eagle", MS_DRAFT_EAGLE, edir, tdir, 0},
+            {"layerskip1", MS_DRAFT_LAYERSKIP, tdir, tdir, 1},
+        };
+        run_group(&g, ds, 3);
+    }
+    group_free(&g);
+    ms_tok_free(&tok);
+    spec_free_strings(texts, n_texts);
+}
+
+int main(void) {
+    ms_log_set_level(MS_LOG_WARN);
+    const bool small = spec_small();
+    char tmp[256];
+    if (!spec_tmpdir(tmp, sizeof tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    double t0 = ms_now_s();
+    const char *only = getenv("SPEC_ONLY"); /* debugging: run one group */
+
+    if (!only || !strcmp(only, "stories")) stories_group(tmp, small);
+    static const random_arch RA[] = {
+        {"llama", "llama",
+         "--arch llama --vocab 400 --hidden 48 --layers 3 --heads 6 --kv-heads 2 --ffn 96 --seed 11", 
+         "--arch llama --vocab 400 --hidden 32 --layers 1 --heads 4 --kv-heads 4 --seed 111", 400, 3},
+        {"qwen2", "qwen2",
+         "--arch qwen2 --vocab 512 --hidden 32 --layers 2 --heads 4 --kv-heads 2 --tie 1 --seed 12",
+         "--arch qwen2 --vocab 512 --hidden 32 --layers 1 --heads 2 --kv-heads 1 --tie 1 --seed 112", 512, 2},
+        {"qwen3", "qwen3",
+         "--arch qwen3 --vocab 333 --hidden 64 --layers 3 --heads 4 --kv-heads 1 --seed 13",
+         "--arch qwen3 --vocab 333 --hidden 32 --layers 1 --heads 4 --kv-heads 2 --seed 113", 333, 3},
+    };
+    for (int a = 0; a < 3; a++)
+        if (!only || !strcmp(only, RA[a].label)) random_group(tmp, &RA[a], 1000 + (uint64_t)a, small);
+    if (!only || !strcmp(only, "qwen3big")) qwen3_big_group(tmp, small);
+
+    spec_rmtree(tmp);
+    fprintf(stderr, "%lld configurations, %lld speculative runs, %lld speculative rounds, %.2f draft tokens "
+                    "accepted per round; %.1f s\n",
+            (long long)g_configs, (long long)g_runs, (long long)g_spec_rounds,
+            g_spec_rounds ? (double)g_accepted / (double)g_spec_rounds : 0.0, ms_now_s() - t0);
+    if (spec_failures) {
+        fprintf(stderr, "test_spec_equiv: %d check(s) FAILED\n", spec_failures);
+        return 1;
+    }
+    fprintf(stderr, "test_spec_equiv: OK\n");
+    return 0;
+}
