@@ -41,17 +41,21 @@ void ms_log_set_role(const char *role) {
 
 void ms_log_set_level(ms_log_level level) { g_level = (int)level; }
 
+bool ms_log_level_parse(const char *s, ms_log_level *out) {
+    static const char *names[] = {"debug", "info", "warn", "error", "off"};
+    for (int i = 0; i <= MS_LOG_OFF; i++)
+        if (s && !strcmp(s, names[i])) {
+            *out = (ms_log_level)i;
+            return true;
+        }
+    return false;
+}
+
 ms_log_level ms_log_get_level(void) {
     if (g_level < 0) {
-        const char *e = getenv("MS_LOG");
-        g_level = MS_LOG_INFO;
-        if (e) {
-            if (!strcmp(e, "debug")) g_level = MS_LOG_DEBUG;
-            else if (!strcmp(e, "info")) g_level = MS_LOG_INFO;
-            else if (!strcmp(e, "warn")) g_level = MS_LOG_WARN;
-            else if (!strcmp(e, "error")) g_level = MS_LOG_ERROR;
-            else if (!strcmp(e, "off")) g_level = MS_LOG_OFF;
-        }
+        ms_log_level l = MS_LOG_INFO;
+        ms_log_level_parse(getenv("MS_LOG"), &l);
+        g_level = (int)l;
     }
     return (ms_log_level)g_level;
 }

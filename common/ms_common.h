@@ -46,6 +46,8 @@ typedef enum { MS_LOG_DEBUG = 0, MS_LOG_INFO, MS_LOG_WARN, MS_LOG_ERROR, MS_LOG_
  * the process ("target", "draft", "generate"); the level threshold comes from
  * ms_log_set_level or the MS_LOG environment variable (debug|info|warn|error|off). */
 void ms_log_set_role(const char *role);
+/* "debug" | "info" | "warn" | "error" | "off" → level; false if unknown. */
+bool ms_log_level_parse(const char *s, ms_log_level *out);
 void ms_log_set_level(ms_log_level level);
 ms_log_level ms_log_get_level(void);
 void ms_log_msg(ms_log_level level, const char *file, int line, const char *fmt, ...)

@@ -30,6 +30,14 @@ bool ms_dtype_parse(const char *name, ms_dtype *out) {
     return false;
 }
 
+bool ms_dtype_parse_float(const char *name, ms_dtype *out) {
+    if (!strcmp(name, "f32")) *out = MS_DTYPE_F32;
+    else if (!strcmp(name, "bf16")) *out = MS_DTYPE_BF16;
+    else if (!strcmp(name, "f16")) *out = MS_DTYPE_F16;
+    else return false;
+    return true;
+}
+
 int64_t ms_tensor_nelem(const ms_tensor *t) {
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++) n *= t->shape[i];

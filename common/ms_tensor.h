@@ -32,6 +32,8 @@ size_t ms_dtype_size(ms_dtype t);
 const char *ms_dtype_name(ms_dtype t); /* "F32", "F16", "BF16", ... (safetensors spelling) */
 /* Parse a safetensors dtype name; false if unknown. */
 bool ms_dtype_parse(const char *name, ms_dtype *out);
+/* Parse a command-line weight dtype: "f32" | "bf16" | "f16"; false otherwise. */
+bool ms_dtype_parse_float(const char *name, ms_dtype *out);
 
 int64_t ms_tensor_nelem(const ms_tensor *t);
 size_t ms_tensor_nbytes(const ms_tensor *t);

@@ -30,20 +30,6 @@ static void usage(FILE *f) {
             "  -h, --help          this text\n");
 }
 
-/* The tokenizer file of a model folder, fingerprinted for the hello. */
-static ms_status tokenizer_fp(const char *dir, char fp[17]) {
-    const char *names[] = {"tokenizer.json", "tokenizer.bin"};
-    for (int i = 0; i < 2; i++) {
-        char *p = ms_path_join(dir, names[i]);
-        if (!p) return MS_ERR_NOMEM;
-        bool ok = ms_file_exists(p);
-        ms_status s = ok ? ms_link_fingerprint_file(p, fp) : MS_OK;
-        free(p);
-        if (ok) return s;
-    }
-    MS_FAIL(MS_ERR_NOT_FOUND, "%s: no tokenizer.json or tokenizer.bin to fingerprint", dir);
-}
-
 typedef struct {
     ms_link *link;
     ms_draft_port port;
@@ -97,10 +83,7 @@ int main(int argc, char **argv) {
     ms_cfg cfg;
     if (ms_cfg_load(cfg_path, &cfg) < 0) return 2;
     ms_log_level lvl = MS_LOG_INFO;
-    if (!strcmp(cfg.log.level, "debug")) lvl = MS_LOG_DEBUG;
-    else if (!strcmp(cfg.log.level, "warn")) lvl = MS_LOG_WARN;
-    else if (!strcmp(cfg.log.level, "error")) lvl = MS_LOG_ERROR;
-    else if (!strcmp(cfg.log.level, "off")) lvl = MS_LOG_OFF;
+    ms_log_level_parse(cfg.log.level, &lvl); /* the config loader allows only known names */
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
     ms_cfg_log(&cfg);
     if (!cfg.draft.enabled) {
@@ -132,7 +115,7 @@ int main(int argc, char **argv) {
     char *model_cfg = ms_path_join(o.model_dir, "config.json");
     if (!model_cfg || ms_link_fingerprint_file(model_cfg, model_fp) < 0) goto done;
     /* An EAGLE head has no tokenizer of its own: it uses the target's. */
-    if (tokenizer_fp(o.kind == MS_DRAFT_LM ? cfg.draft.model : cfg.target.model, tok_fp) < 0) goto done;
+    if (ms_link_fingerprint_tokenizer(o.kind == MS_DRAFT_LM ? cfg.draft.model : cfg.target.model, tok_fp) < 0) goto done;
     if (ms_dft_new(&o, &dft) < 0) goto done;
 
     ms_link_opts lo = {.endpoint = cfg.link.endpoint,

@@ -330,6 +330,19 @@ bool ms_link_peer_alive(const ms_link *l) {
 
 ms_link_counters ms_link_counters_get(const ms_link *l) { return l->counters; }
 
+ms_status ms_link_fingerprint_tokenizer(const char *dir, char out[17]) {
+    const char *names[] = {"tokenizer.json", "tokenizer.bin"};
+    for (int i = 0; i < 2; i++) {
+        char *p = ms_path_join(dir, names[i]);
+        if (!p) return MS_ERR_NOMEM;
+        bool ok = ms_file_exists(p);
+        ms_status s = ok ? ms_link_fingerprint_file(p, out) : MS_OK;
+        free(p);
+        if (ok) return s;
+    }
+    MS_FAIL(MS_ERR_NOT_FOUND, "%s: no tokenizer.json or tokenizer.bin to fingerprint", dir);
+}
+
 ms_status ms_link_fingerprint_file(const char *path, char out[17]) {
     char *data;
     size_t len;

@@ -65,5 +65,8 @@ ms_link_counters ms_link_counters_get(const ms_link *l);
 
 /* Fingerprint of a file's bytes (FNV-1a 64, hex) for the hello. */
 ms_status ms_link_fingerprint_file(const char *path, char out[17]);
+/* Fingerprint of a model folder's tokenizer (tokenizer.json, else tokenizer.bin):
+ * target and draft must agree on it. */
+ms_status ms_link_fingerprint_tokenizer(const char *dir, char out[17]);
 
 #endif

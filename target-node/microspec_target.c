@@ -246,19 +246,6 @@ static void backend_metrics(void *ctx, FILE *out) {
 
 /* ---- main ------------------------------------------------------------------------ */
 
-static ms_status tokenizer_fp(const char *dir, char fp[17]) {
-    const char *names[] = {"tokenizer.json", "tokenizer.bin"};
-    for (int i = 0; i < 2; i++) {
-        char *p = ms_path_join(dir, names[i]);
-        if (!p) return MS_ERR_NOMEM;
-        bool ok = ms_file_exists(p);
-        ms_status st = ok ? ms_link_fingerprint_file(p, fp) : MS_OK;
-        free(p);
-        if (ok) return st;
-    }
-    MS_FAIL(MS_ERR_NOT_FOUND, "%s: no tokenizer.json or tokenizer.bin to fingerprint", dir);
-}
-
 int main(int argc, char **argv) {
     ms_k_cpu_fix_blas_core(argv);
     ms_log_set_role("target");
@@ -282,10 +269,7 @@ int main(int argc, char **argv) {
     if (ms_cfg_load(cfg_path, &s.cfg) < 0) return 2;
     const ms_cfg *c = &s.cfg;
     ms_log_level lvl = MS_LOG_INFO;
-    if (!strcmp(c->log.level, "debug")) lvl = MS_LOG_DEBUG;
-    else if (!strcmp(c->log.level, "warn")) lvl = MS_LOG_WARN;
-    else if (!strcmp(c->log.level, "error")) lvl = MS_LOG_ERROR;
-    else if (!strcmp(c->log.level, "off")) lvl = MS_LOG_OFF;
+    ms_log_level_parse(c->log.level, &lvl); /* the config loader allows only known names */
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
     ms_cfg_log(c);
     ms_k_cpu_set_threads((int)c->target.threads);
@@ -296,7 +280,7 @@ int main(int argc, char **argv) {
 
     int rc = 1;
     ms_http *http = NULL;
-    if (ms_tok_load_dir(c->target.model, &s.tok) < 0 || tokenizer_fp(c->target.model, s.tok_fp) < 0) goto done;
+    if (ms_tok_load_dir(c->target.model, &s.tok) < 0 || ms_link_fingerprint_tokenizer(c->target.model, s.tok_fp) < 0) goto done;
     ms_model_opts mo = {.max_ctx = c->target.max_ctx};
     if (ms_model_load(c->target.model, &mo, &s.model) < 0 || ms_tgt_new(s.model, &s.tgt) < 0) goto done;
     s.V = ms_model_vocab(s.model);

@@ -308,10 +308,7 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             const char *v = argv[++i];
-            if (!strcmp(v, "f32")) dt = MS_DTYPE_F32;
-            else if (!strcmp(v, "bf16")) dt = MS_DTYPE_BF16;
-            else if (!strcmp(v, "f16")) dt = MS_DTYPE_F16;
-            else {
+            if (!ms_dtype_parse_float(v, &dt)) {
                 fprintf(stderr, "convert-llama2c: --dtype must be f32, bf16 or f16, not '%s'\n", v);
                 return 2;
             }

@@ -174,12 +174,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--fc-bias")) ok = parse_i64(v, &fc_bias) && (fc_bias == 0 || fc_bias == 1);
         else if (!strcmp(a, "--qkv-bias")) ok = parse_i64(v, &qkv_bias) && (qkv_bias == 0 || qkv_bias == 1);
         else if (!strcmp(a, "--theta")) ok = parse_f64(v, &theta) && theta > 0;
-        else if (!strcmp(a, "--dtype")) {
-            if (!strcmp(v, "f32")) dt = MS_DTYPE_F32;
-            else if (!strcmp(v, "bf16")) dt = MS_DTYPE_BF16;
-            else if (!strcmp(v, "f16")) dt = MS_DTYPE_F16;
-            else ok = false;
-        } else {
+        else if (!strcmp(a, "--dtype")) ok = ms_dtype_parse_float(v, &dt);
+        else {
             fprintf(stderr, "microspec-mkeagle: unknown option '%s' (see --help)\n", a);
             return 2;
         }

@@ -289,12 +289,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--rope-low")) ok = (llama3 = true) && parse_f64(v, &low);
         else if (!strcmp(a, "--rope-high")) ok = (llama3 = true) && parse_f64(v, &high);
         else if (!strcmp(a, "--rope-orig")) ok = (llama3 = true) && parse_i64(v, &orig);
-        else if (!strcmp(a, "--dtype")) {
-            if (!strcmp(v, "f32")) dt = MS_DTYPE_F32;
-            else if (!strcmp(v, "bf16")) dt = MS_DTYPE_BF16;
-            else if (!strcmp(v, "f16")) dt = MS_DTYPE_F16;
-            else ok = false;
-        } else {
+        else if (!strcmp(a, "--dtype")) ok = ms_dtype_parse_float(v, &dt);
+        else {
             fprintf(stderr, "microspec-mkmodel: unknown option '%s' (see --help)\n", a);
             return 2;
         }
