@@ -1,5 +1,27 @@
-/* ms_k_cuda.h — CUDA side of the op table (the CUDA issue fills in every op).
- * This header includes no CUDA header so plain C code can call it. */
+/* ms_k_cuda.h — the CUDA twin of the op table (kernels/ms_kernels.h).
+ *
+ * This header includes no CUDA header so plain C code can call it; streams
+ * are passed as void * (a cudaStream_t, NULL = the legacy default stream).
+ *
+ * Memory. Every pointer an op or a function below takes is DEVICE memory:
+ * activations, weights, caches, logits and also the small index arrays the CPU
+ * table takes on the host (rope pos, attention mask, embed ids, move_rows
+ * src/dst). Exceptions: the ms_k_attn_shape struct (host), and the ms_k_rope
+ * struct itself, a host struct whose cos/sin point to device memory (made by
+ * ms_k_cuda_rope_upload). The attention `scratch` argument is unused (NULL ok).
+ *
+ * Numbers. Activations and weights are stored in the table's act dtype
+ * (BF16 or F16); every op loads them to f32, computes in f32 (GEMM: cuBLAS
+ * with CUBLAS_COMPUTE_32F) and rounds once to act on store. Logits for the
+ * row ops are f32.
+ *
+ * Errors. Ops return void like the CPU table and only enqueue work on the
+ * table's stream. A failed launch or cuBLAS call is logged where found
+ * (file:line and the library's string) and recorded in the table; kernels
+ * that find bad device-side input (a rope position past the table, a
+ * negative embed id) skip that element and raise a device flag. The first
+ * recorded error, and any flag, come back from ms_k_cuda_sync.
+ */
 #ifndef MS_K_CUDA_H
 #define MS_K_CUDA_H
 
@@ -9,11 +31,62 @@
 extern "C" {
 #endif
 
+#include "ms_kernels.h"
+#include "ms_tensor.h"
+
 /* Number of usable CUDA devices; 0 when there is no driver or no device
  * (never an error: callers report GPU tests as skipped). */
 int ms_k_cuda_device_count(void);
 /* Name and memory of device `dev` into buf; MS_ERR_NOT_FOUND if absent. */
 ms_status ms_k_cuda_device_info(int dev, char *buf, size_t cap);
+
+/* ---- the op table ---------------------------------------------------------- */
+
+/* A new op table on the current device: activations and weights in
+ * `act_dtype` (MS_DTYPE_BF16 or MS_DTYPE_F16), work enqueued on `stream`
+ * (a cudaStream_t the caller keeps alive, NULL = default stream). Owns a
+ * cuBLAS handle. NULL on failure (logged: bad dtype, no device, cuBLAS). */
+const ms_k_ops *ms_k_cuda_ops(ms_dtype act_dtype, void *stream);
+/* Frees a table made by ms_k_cuda_ops (waits for its stream first) and
+ * nulls *ops. NULL / *ops == NULL is a no-op. */
+void ms_k_cuda_ops_destroy(const ms_k_ops **ops);
+/* Waits for the table's stream; returns (and clears) the first error
+ * recorded by its ops since the last call: a launch / cuBLAS error as its
+ * MS_ERR_*, a device-side input flag as MS_ERR_RANGE (logged here). */
+ms_status ms_k_cuda_sync(const ms_k_ops *ops);
+
+/* ---- RoPE table ------------------------------------------------------------ */
+
+/* Uploads host's cos/sin once: *dev gets the same max_pos/half and device
+ * copies of cos/sin. Free with ms_k_cuda_rope_free. */
+ms_status ms_k_cuda_rope_upload(const ms_k_rope *host, ms_k_rope *dev);
+void ms_k_cuda_rope_free(ms_k_rope *dev);
+
+/* ---- row-wise ops on f32 logits (device twins of ms_k_log_softmax / ms_k_topk) */
+
+/* For r < rows: y[r·ld + j] = log_softmax(x[r·ld + 0..n))[j], j < n; columns
+ * ≥ n are neither read nor written. y may alias x. Same semantics as
+ * ms_k_log_softmax (NaN ignored by the max, an all −inf row → −log n, sums
+ * in double). MS_ERR_INVALID for n < 1 or ld < n. */
+ms_status ms_k_cuda_log_softmax_rows(const ms_k_ops *ops, float *y, const float *x, int64_t rows, int64_t n,
+                                     int64_t ld);
+/* The k (1 ≤ k ≤ MS_K_CUDA_TOPK_MAX, k ≤ n) largest of x[r·ld + 0..n) per row,
+ * descending, ties to the lower index, NaN ranking last (as ms_k_topk), into
+ * idx[r·k + j], val[r·k + j]. n < 2^31. MS_ERR_INVALID on a bad k/n/ld. */
+#define MS_K_CUDA_TOPK_MAX 16
+ms_status ms_k_cuda_topk_rows(const ms_k_ops *ops, int32_t *idx, float *val, const float *x, int64_t rows,
+                              int64_t n, int64_t ld, int64_t k);
+
+/* ---- memory ---------------------------------------------------------------- */
+
+/* Device allocation (logged on failure; bytes == 0 gives *p = NULL, MS_OK). */
+ms_status ms_k_cuda_malloc(void **p, size_t bytes);
+/* Frees *p (NULL is fine) and nulls it. */
+void ms_k_cuda_free(void **p);
+/* Host ↔ device copies, ordered after the work already enqueued on the
+ * table's stream (ops NULL: the default stream) and complete on return. */
+ms_status ms_k_cuda_upload(const ms_k_ops *ops, void *dev, const void *host, size_t bytes);
+ms_status ms_k_cuda_download(const ms_k_ops *ops, void *host, const void *dev, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,6 @@
+# CUDA op table (kernels/cuda): every op against its C twin on seeded, odd-sized
+# inputs with guarded, poisoned device outputs. Built only when nvcc is found
+# (MS_CUDA AUTO/ON); without a GPU at run time it exits 77 → ctest SKIPPED.
+if(MS_HAVE_CUDA)
+  ms_add_test(test_cuda_ops test_cuda_ops.c LIBS ms_kernels_cuda LABELS cuda unit TIMEOUT 300)
+endif()
