@@ -86,10 +86,12 @@ echo "$url" >"$run_dir/url"
 
 # Wait for /health (and for the draft to join when there is one).
 auth=(); [ -z "$token" ] || auth=(-H "Authorization: Bearer $token")
+# A target inside a network namespace is asked from inside it.
+probe=(); case "$host_t" in netns:*) probe=(ip netns exec "${host_t#netns:}") ;; esac
 deadline=$((SECONDS + timeout))
 health=""
 while [ $SECONDS -lt $deadline ]; do
-  if health=$(curl -s -m 2 "${auth[@]}" "$url/health" 2>/dev/null) && [ -n "$health" ]; then
+  if health=$("${probe[@]}" curl -s -m 2 "${auth[@]}" "$url/health" 2>/dev/null) && [ -n "$health" ]; then
     if [ "$draft_enabled" != true ] || grep -q '"draft":"up"' <<<"$health"; then break; fi
   fi
   if [ "$where_t" = local ] && ! kill -0 "$pid_t" 2>/dev/null; then

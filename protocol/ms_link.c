@@ -321,6 +321,10 @@ ms_status ms_link_accept_peer(ms_link *l, bool accept, const char *reason) {
 
 void ms_link_drop_peer(ms_link *l) { l->have_peer = false; }
 
+bool ms_link_last_is_peer(const ms_link *l) {
+    return l->server && l->have_peer && l->last_len == l->peer_len && !memcmp(l->last_id, l->peer_id, l->peer_len);
+}
+
 bool ms_link_has_peer(const ms_link *l) { return !l->server || l->have_peer; }
 
 bool ms_link_peer_alive(const ms_link *l) {

@@ -48,6 +48,9 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out);
 /* Target: make the sender of the last received hello the draft peer (or
  * refuse it); answers with a hello_ack either way. */
 ms_status ms_link_accept_peer(ms_link *l, bool accept, const char *reason);
+/* Target: the last received message came from the accepted draft (e.g. a
+ * repeated hello of a draft that thought the target went silent). */
+bool ms_link_last_is_peer(const ms_link *l);
 /* Target: forget the current draft peer (after a failure). */
 void ms_link_drop_peer(ms_link *l);
 /* Target: a draft peer is accepted and was not found unreachable since. */

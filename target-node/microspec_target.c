@@ -67,6 +67,12 @@ static void usage(FILE *f) {
 /* Called with s->mu held. */
 static void on_hello(void *ctx, const ms_wire_hello *h) {
     server *s = ctx;
+    if (ms_link_last_is_peer(s->link) && atomic_load(&s->draft_state) == DRAFT_UP) {
+        /* The accepted draft announcing again (it queued hellos before we
+         * listened, or thought we went silent): answer, count nothing. */
+        if (ms_link_accept_peer(s->link, true, "") < 0) MS_LOG_DEBUG("re-acknowledgement not delivered");
+        return;
+    }
     char why[256] = "";
     if (h->role != MS_WIRE_ROLE_DRAFT) snprintf(why, sizeof why, "only a draft may join");
     else if (strcmp(h->tok_fp, s->tok_fp) != 0)
@@ -129,7 +135,14 @@ static bool relay_tokens(void *ctx, const int32_t *ids, int64_t n) {
     char buf[512];
     for (int64_t i = 0; i < n; i++) {
         size_t len = 0;
-        if (ms_tok_decode_next(r->tok, &r->dec, ids[i], true, buf, sizeof buf, &len) < 0) return false;
+        if (ids[i] >= ms_tok_vocab_size(r->tok)) {
+            /* A padded LM-head row the tokenizer has no text for (Qwen pads
+             * 151,669 ids to 151,936): shown as U+FFFD, generation goes on. */
+            memcpy(buf, "\xEF\xBF\xBD", 3);
+            len = 3;
+        } else if (ms_tok_decode_next(r->tok, &r->dec, ids[i], true, buf, sizeof buf, &len) < 0) {
+            return false;
+        }
         if (len && !r->emit(r->ectx, buf, len)) return false;
     }
     return true;

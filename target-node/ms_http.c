@@ -462,6 +462,8 @@ static void job_cancel_locked(ms_http *h, job *j) {
     if (j->cancelled || j->state == JOB_DONE) return;
     j->cancelled = true;
     h->t.cancelled++;
+    MS_LOG_INFO("request %s: the client went away; cancelled (%s)", j->id,
+                j->state == JOB_QUEUED ? "while queued" : "while running");
     if (j->state == JOB_QUEUED) {
         j->state = JOB_DONE;
         queue_remove_locked(h, j);

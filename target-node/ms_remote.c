@@ -82,9 +82,12 @@ static ms_status remote_draft(void *ctx, uint64_t rid, int64_t round, ms_msg_tre
         case MS_WIRE_ERROR:
             MS_FAIL(MS_ERR_PEER, "request %llu round %lld: the draft reports %s: %s", (unsigned long long)rid,
                     (long long)round, ms_status_str(m.u.error.code), m.u.error.message);
-        case MS_WIRE_HELLO:
+        case MS_WIRE_HELLO: {
+            bool same = ms_link_last_is_peer(r->link);
             if (r->on_hello) r->on_hello(r->hello_ctx, &m.u.hello);
+            if (same) continue; /* the same draft announcing again: nothing lost */
             MS_FAIL(MS_ERR_PEER, "request %llu: the draft restarted; continuing without it", (unsigned long long)rid);
+        }
         default:
             MS_LOG_WARN("request %llu round %lld: ignored an unexpected %s from the draft", (unsigned long long)rid,
                         (long long)round, ms_wire_type_name(m.type));

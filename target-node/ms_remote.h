@@ -17,7 +17,9 @@
 typedef struct ms_remote ms_remote;
 
 /* Called for each hello received (here or by the idle pump): decide and
- * answer with ms_link_accept_peer. */
+ * answer with ms_link_accept_peer. A repeated hello of the draft already
+ * accepted (same connection) does not end its speculation: it is answered
+ * and the wait goes on. */
 typedef void (*ms_remote_hello_fn)(void *ctx, const ms_wire_hello *h);
 
 ms_status ms_remote_new(ms_link *link, int deadline_ms, bool wants_features, ms_remote_hello_fn on_hello,

@@ -84,6 +84,11 @@ static bool print_tokens(void *ctx, const int32_t *ids, int64_t n) {
     char buf[512];
     for (int64_t i = 0; i < n; i++) {
         size_t len = 0;
+        if (ids[i] >= ms_tok_vocab_size(pr->tok)) {
+            /* a padded LM-head row the tokenizer has no text for: U+FFFD */
+            fwrite("\xEF\xBF\xBD", 1, 3, stdout);
+            continue;
+        }
         pr->err = ms_tok_decode_next(pr->tok, &pr->dec, ids[i], true, buf, sizeof buf, &len);
         if (pr->err < 0) return false;
         fwrite(buf, 1, len, stdout);
