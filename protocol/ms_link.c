@@ -29,6 +29,9 @@ struct ms_link {
     bool zap_running;
     uint8_t client_key[32];
     void *zap_sock;
+    /* socket events (disconnects, e.g. a message over max_message_bytes,
+     * and failed handshakes) so they leave a log line */
+    void *monitor;
 };
 
 /* ---- CURVE admission (ZAP, RFC 27) ---------------------------------------- */
@@ -134,6 +137,19 @@ static ms_status link_open(const ms_link_opts *o, bool server, ms_link **out) {
     zmq_setsockopt(l->sock, ZMQ_SNDTIMEO, &l->o.deadline_ms, sizeof l->o.deadline_ms);
     if (server) zmq_setsockopt(l->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
     if (o->curve && (st = setup_curve(l)) < 0) goto fail;
+    {
+        char mon[64];
+        snprintf(mon, sizeof mon, "inproc://ms-link-monitor-%p", (void *)l);
+        if (zmq_socket_monitor(l->sock, mon, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0) {
+            l->monitor = zmq_socket(l->ctx, ZMQ_PAIR);
+            if (l->monitor && zmq_connect(l->monitor, mon) != 0) {
+                zmq_close(l->monitor);
+                l->monitor = NULL;
+            }
+        }
+        if (!l->monitor) MS_LOG_DEBUG("link: no socket monitor; disconnects will not be logged");
+    }
     if ((server ? zmq_bind(l->sock, l->endpoint) : zmq_connect(l->sock, l->endpoint)) != 0) {
         ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "link: cannot %s %s: %s", server ? "bind" : "connect",
                    l->endpoint, zmq_strerror(zmq_errno()));
@@ -155,6 +171,7 @@ ms_status ms_link_connect(const ms_link_opts *o, ms_link **out) { return link_op
 void ms_link_close(ms_link **pl) {
     ms_link *l = *pl;
     if (!l) return;
+    if (l->monitor) zmq_close(l->monitor);
     if (l->sock) zmq_close(l->sock);
     if (l->ctx) zmq_ctx_shutdown(l->ctx); /* wakes the ZAP thread with ETERM */
     if (l->zap_running) {
@@ -218,6 +235,30 @@ void ms_link_tick(ms_link *l) {
 
 /* ---- receive ----------------------------------------------------------------- */
 
+/* Log what the monitor saw: ZeroMQ closes a connection that sends a message
+ * over ZMQ_MAXMSGSIZE (or fails its handshake) without telling the socket. */
+static void drain_monitor(ms_link *l) {
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, l->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 2) memcpy(&event, zmq_msg_data(&ev), 2);
+        zmq_msg_close(&ev);
+        zmq_msg_init(&addr);
+        zmq_msg_recv(&addr, l->monitor, 0);
+        zmq_msg_close(&addr);
+        if (event == ZMQ_EVENT_DISCONNECTED)
+            MS_LOG_WARN("link: a peer connection closed (it went away, or sent a message over %lld bytes)",
+                        (long long)l->o.max_message_bytes);
+        else
+            MS_LOG_WARN("link: a peer failed the %s handshake", l->o.curve ? "CURVE" : "ZMTP");
+    }
+}
+
 /* One multipart message: [identity] ctrl [tensor]. Extra parts make it invalid. */
 static ms_status recv_frames(ms_link *l, zmq_msg_t *id, zmq_msg_t *ctrl, zmq_msg_t *tensor, bool *has_tensor,
                              bool *extra) {
@@ -248,10 +289,12 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         uint64_t now = ms_now_ns();
         long wait_ms = now >= end ? 0 : (long)((end - now) / 1000000ull);
         if (wait_ms > l->o.heartbeat_ms) wait_ms = l->o.heartbeat_ms;
-        zmq_pollitem_t pi = {.socket = l->sock, .events = ZMQ_POLLIN};
-        int r = zmq_poll(&pi, 1, wait_ms);
+        zmq_pollitem_t pi[2] = {{.socket = l->sock, .events = ZMQ_POLLIN},
+                                {.socket = l->monitor, .events = ZMQ_POLLIN}};
+        int r = zmq_poll(pi, l->monitor ? 2 : 1, wait_ms);
         if (r < 0 && zmq_errno() != EINTR) MS_ZMQ_FAIL(MS_ERR_IO, "poll");
-        if (r <= 0) {
+        if (l->monitor && (pi[1].revents & ZMQ_POLLIN)) drain_monitor(l);
+        if (r <= 0 || !(pi[0].revents & ZMQ_POLLIN)) {
             if (ms_now_ns() >= end) return MS_ERR_TIMEOUT;
             continue;
         }
