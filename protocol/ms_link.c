@@ -335,7 +335,9 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         if (out->type == MS_WIRE_HELLO && l->server) return MS_OK; /* the caller decides */
         if (!from_peer) {
             send_error(l, l->last_id, l->last_len, out, MS_ERR_PEER, "not connected: send a hello first");
-            MS_LOG_WARN("link: dropped %s from an unknown peer", ms_wire_type_name(out->type));
+            /* A draft's heartbeats before its hello is accepted are routine. */
+            ms_log_msg(out->type == MS_WIRE_HEARTBEAT ? MS_LOG_DEBUG : MS_LOG_WARN, __FILE__, __LINE__,
+                       "link: dropped %s from an unknown peer", ms_wire_type_name(out->type));
             continue;
         }
         l->last_heard_ns = ms_now_ns();
