@@ -3,4 +3,6 @@
 # (MS_CUDA AUTO/ON); without a GPU at run time it exits 77 → ctest SKIPPED.
 if(MS_HAVE_CUDA)
   ms_add_test(test_cuda_ops test_cuda_ops.c LIBS ms_kernels_cuda LABELS cuda unit TIMEOUT 300)
+  # Dynamic vocabulary window on the device vs the CPU twin (draft-node/ms_vocab.c).
+  ms_add_test(test_cuda_vocab test_cuda_vocab.c LIBS ms_kernels_cuda ms_draft LABELS cuda unit TIMEOUT 300)
 endif()

@@ -88,6 +88,71 @@ void ms_k_cuda_free(void **p);
 ms_status ms_k_cuda_upload(const ms_k_ops *ops, void *dev, const void *host, size_t bytes);
 ms_status ms_k_cuda_download(const ms_k_ops *ops, void *host, const void *dev, size_t bytes);
 
+/* ---- dynamic draft vocabulary window (ms_k_cuda_vocab.cu; DESIGN.md §5) ---- */
+
+/* The device twin of the `dynamic` mode of draft-node/ms_vocab.h: ring of the
+ * last W_max stream entries, per-id counts, slot map id → slot and its
+ * inverse, and the packed LM-head rows [W_max, d] (act dtype) whose first
+ * |I| rows are the window's rows. Entries are processed one by one in order,
+ * exactly as ms_vocab_append, so the window set and the slot layout equal the
+ * CPU twin's fed the same ids.
+ *
+ * The round functions (append, append_distinct, reset, gather, wait, rows)
+ * only enqueue work and record/wait on events: they never synchronise with
+ * the host. append/append_distinct/reset run on the compute stream; gather
+ * runs on the copy stream after an event recorded when the append finished
+ * and records a "gathered" event; wait makes a stream (the compute stream,
+ * just before the draft LM-head GEMM) wait on it. Not thread-safe. */
+typedef struct ms_k_cuda_vocab ms_k_cuda_vocab;
+
+/* W: device [V, d] LM head in act (BF16 or F16), not owned, must outlive the
+ * window. Streams are cudaStream_t (NULL = legacy default); use two distinct
+ * streams for the gather to overlap. V, W_max in [1, INT32_MAX], d ≥ 1.
+ * Creation synchronises once (initial state). MS_ERR_INVALID / MS_ERR_NOMEM. */
+ms_status ms_k_cuda_vocab_new(int64_t V, int64_t w_max, int64_t d, ms_dtype act, const void *W,
+                              void *stream_compute, void *stream_copy, ms_k_cuda_vocab **out);
+/* Waits for the window's work, frees, nulls *v. NULL / *v == NULL: no-op. */
+void ms_k_cuda_vocab_free(ms_k_cuda_vocab **v);
+/* Empty the stream and the window: one kernel, O(W_max + |I|). */
+ms_status ms_k_cuda_vocab_reset(ms_k_cuda_vocab *v);
+/* Append ids (DEVICE [n]) to the stream in order: one kernel, one block. The
+ * block validates every id first; if any is out of [0, V) nothing is appended
+ * and a device flag is raised (reported by download_state as MS_ERR_INVALID).
+ * MS_ERR_INVALID (host) only for n < 0 or ids NULL with n > 0. */
+ms_status ms_k_cuda_vocab_append(ms_k_cuda_vocab *v, const int32_t *ids, int64_t n);
+/* As append, for the distinct ids of ids [n] in first-occurrence order (one
+ * union, as ms_vocab_append_distinct; append_round = two of them). */
+ms_status ms_k_cuda_vocab_append_distinct(ms_k_cuda_vocab *v, const int32_t *ids, int64_t n);
+/* Gather rows[s] = W[id_of[s]] for every slot an entering id took or
+ * swap-remove refilled since the last gather, on the copy stream. No-op when
+ * nothing was appended since. */
+ms_status ms_k_cuda_vocab_gather(ms_k_cuda_vocab *v);
+/* `stream` waits for the last gather (issuing it first if an append is not
+ * gathered yet). Call just before the draft LM-head GEMM. */
+ms_status ms_k_cuda_vocab_wait(ms_k_cuda_vocab *v, void *stream);
+/* Device pointers for the GEMM and the slot → id map: rows [W_max, d],
+ * *n_active (device int32, |I|), id_of [W_max]. Any output may be NULL. */
+void ms_k_cuda_vocab_rows(const ms_k_cuda_vocab *v, const void **rows, const int32_t **n_active,
+                          const int32_t **id_of);
+int64_t ms_k_cuda_vocab_w_max(const ms_k_cuda_vocab *v);
+
+/* Host copy of the whole state (tests, debugging): synchronises. Array
+ * outputs are optional (NULL: skipped): counts/slot_of [V], ring/id_of
+ * [W_max], rows [W_max · d] act values. MS_ERR_INVALID (logged, flag
+ * cleared, state still filled) if an append since the last call had an id
+ * out of range. */
+typedef struct {
+    int32_t n_active, ring_n, head; /* |I|; ring entries; oldest at ring[head] */
+    uint32_t flags;
+    int32_t *counts, *slot_of, *ring, *id_of;
+    void *rows;
+} ms_k_cuda_vocab_state;
+ms_status ms_k_cuda_vocab_download_state(ms_k_cuda_vocab *v, ms_k_cuda_vocab_state *h);
+
+/* Host synchronisations made by this module so far (creation, free,
+ * download_state); the round functions add none. For tests. */
+int64_t ms_k_cuda_vocab_host_syncs(void);
+
 #ifdef __cplusplus
 }
 #endif
