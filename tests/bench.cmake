@@ -1,0 +1,11 @@
+# The benchmark driver and report (tools/microspec_bench.sh,
+# tools/microspec_report.sh) on a reduced real set: every table row and
+# column present, numbers parse, AR speedup and accepted length 1.00, the
+# W_max plot a real PNG (png_info, tests/png_check.h). Skipped without
+# ../shared; the PNG sub-check without gnuplot.
+add_executable(png_info png_info.c)
+target_include_directories(png_info PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(png_info PRIVATE ms_common)
+add_test(NAME bench_reduced
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_bench.sh ${CMAKE_BINARY_DIR} ${MS_SHARED})
+set_tests_properties(bench_reduced PROPERTIES SKIP_RETURN_CODE 77 LABELS bench TIMEOUT 300)
