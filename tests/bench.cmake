@@ -9,3 +9,7 @@ target_link_libraries(png_info PRIVATE ms_common)
 add_test(NAME bench_reduced
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_bench.sh ${CMAKE_BINARY_DIR} ${MS_SHARED})
 set_tests_properties(bench_reduced PROPERTIES SKIP_RETURN_CODE 77 LABELS bench TIMEOUT 300)
+if(MS_SANITIZE)
+  # Under ASan/UBSan the same checks on a smaller run (1 prompt per category, 8 tokens).
+  set_tests_properties(bench_reduced PROPERTIES ENVIRONMENT "BENCH_SMALL=1" TIMEOUT 600)
+endif()

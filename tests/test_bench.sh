@@ -19,7 +19,10 @@ check() { # check CONDITION-STATUS MESSAGE
   if [ "$1" != 0 ]; then echo "FAIL: $2"; fail=1; fi
 }
 
-ls4="--draft-kind layerskip --draft-layers 4"
+per_cat=2 n_tok=24 tree=""
+# sanitizer builds: the same checks on a smaller run (fewer prompts and tokens, a small tree)
+if [ -n "${BENCH_SMALL:-}" ]; then per_cat=1 n_tok=8 tree="--tree-k 4 --tree-depth 2 --tree-total 8"; fi
+ls4="--draft-kind layerskip --draft-layers 4 $tree"
 cat >"$work/configs.txt" <<EOC
 # name|flags
 AR|
@@ -31,7 +34,7 @@ out=$work/out
 "$build/tools/convert-llama2c" "$shared/models/stories260k/stories260K.bin" "$shared/models/stories260k/tok512.bin" \
   "$work/model" >/dev/null 2>&1 || { echo "FAIL: convert-llama2c"; exit 1; }
 MS_BUILD_DIR=$build MS_SHARED_DIR=$shared "$src/tools/microspec_bench.sh" --out "$out" --configs "$work/configs.txt" \
-  --model "$work/model" --max-chars 600 --per-category 2 --max-new-sb 24 --max-new-he 24 2>"$work/err"
+  --model "$work/model" --max-chars 600 --per-category "$per_cat" --max-new-sb "$n_tok" --max-new-he "$n_tok" 2>"$work/err"
 rc=$?
 check $rc "microspec_bench.sh exited $rc: $(tail -5 "$work/err")"
 grep -q '\[##############################\]' "$work/err"; check $? "no complete progress bar on stderr"
@@ -40,12 +43,13 @@ for f in results.jsonl summary.jsonl configs.tsv meta.txt report.md; do
 done
 [ $fail = 0 ] || exit 1
 
-# results: 7 categories × 2 questions × 4 configurations, no warm-up lines
+# results: 7 categories × per_cat questions × 4 configurations, no warm-up lines
 n=$(wc -l <"$out/results.jsonl")
-[ "$n" = 56 ]; check $? "results.jsonl has $n lines, want 56"
+want=$((7 * per_cat * 4))
+[ "$n" = "$want" ]; check $? "results.jsonl has $n lines, want $want"
 for c in MT Conv RAG Math QA Summ Code; do
   k=$(grep -c "\"category\": \"$c\"" "$out/results.jsonl")
-  [ "$k" = 8 ]; check $? "category $c: $k result lines, want 8"
+  [ "$k" = $((per_cat * 4)) ]; check $? "category $c: $k result lines, want $((per_cat * 4))"
 done
 # the summary's tokens/s = the mean of the per-question values
 bad=$(awk '
