@@ -344,34 +344,6 @@ ms_status ref_forward(const ref_model *r, const int32_t *tokens, int64_t n, bool
 
 /* ---- test helpers --------------------------------------------------------- */
 
-bool ref_tmpdir(char *buf, size_t cap) {
-    const char *base = getenv("TMPDIR");
-    if (!base || !*base) base = "/tmp";
-    if ((size_t)snprintf(buf, cap, "%s/ms-model-test-XXXXXX", base) >= cap) return false;
-    return mkdtemp(buf) != NULL;
-}
-
-void ref_rmtree(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *dp = opendir(path);
-        if (dp) {
-            struct dirent *e;
-            while ((e = readdir(dp)) != NULL) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-                char *child = ms_path_join(path, e->d_name);
-                if (child) ref_rmtree(child);
-                free(child);
-            }
-            closedir(dp);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 int ref_run_tool(const char *tool, const char *dir, const char *args) {
     enum { MAX_ARGS = 64 };
     char *copy = strdup(args ? args : "");

@@ -14,6 +14,7 @@
 #ifndef REF_MODEL_H
 #define REF_MODEL_H
 
+#include "test_fs.h"
 #include "ms_hfconfig.h"
 #include "ms_tensor.h"
 
@@ -39,10 +40,6 @@ void ref_rope_inv_freq(double *inv_freq, int64_t head_dim, double theta, bool ll
 
 /* ---- test helpers ------------------------------------------------------- */
 
-/* mkdtemp under $TMPDIR (or /tmp) into buf (≥ 64 bytes); false on failure. */
-bool ref_tmpdir(char *buf, size_t cap);
-/* rm -r (files and subfolders; no symlink following). */
-void ref_rmtree(const char *path);
 /* Run `tool --out dir <args split on spaces>`, stdout/stderr to /dev/null
  * unless verbose; returns the exit status (0 ok, <0 spawn failure). */
 int ref_run_tool(const char *tool, const char *dir, const char *args);

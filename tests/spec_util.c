@@ -31,34 +31,6 @@ bool spec_small(void) {
     return false;
 }
 
-bool spec_tmpdir(char *buf, size_t cap) {
-    const char *base = getenv("TMPDIR");
-    if (!base || !*base) base = "/tmp";
-    if ((size_t)snprintf(buf, cap, "%s/ms-spec-test-XXXXXX", base) >= cap) return false;
-    return mkdtemp(buf) != NULL;
-}
-
-void spec_rmtree(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *dp = opendir(path);
-        if (dp) {
-            struct dirent *e;
-            while ((e = readdir(dp)) != NULL) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-                char *child = ms_path_join(path, e->d_name);
-                if (child) spec_rmtree(child);
-                free(child);
-            }
-            closedir(dp);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 int spec_spawn(const char *const *argv) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);

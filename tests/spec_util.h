@@ -6,6 +6,7 @@
 #ifndef SPEC_UTIL_H
 #define SPEC_UTIL_H
 
+#include "test_fs.h"
 #include "ms_draft.h"
 #include "ms_target.h"
 
@@ -27,10 +28,6 @@ extern int spec_failures;
  * shrink their prompt counts / sample sizes (never the set of kinds). */
 bool spec_small(void);
 
-/* mkdtemp under $TMPDIR (or /tmp) into buf; false on failure. */
-bool spec_tmpdir(char *buf, size_t cap);
-/* rm -r without following symlinks. */
-void spec_rmtree(const char *path);
 
 /* Run argv[0] with argv (NULL-terminated); stdout and stderr to /dev/null
  * unless SPEC_VERBOSE is set. Returns the exit status (−1: could not start). */

@@ -760,14 +760,14 @@ int main(void) {
         return 1;
     }
     char root[256];
-    if (!ref_tmpdir(root, sizeof root)) {
+    if (!ms_test_tmpdir("ms-model-test", root, sizeof root)) {
         fprintf(stderr, "cannot make a temporary folder\n");
         return 1;
     }
     run_config();
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) run_case(root, &CASES[i], (int)i);
     run_negative(root);
-    ref_rmtree(root);
+    ms_test_rmtree(root);
     if (g_fail) {
         fprintf(stderr, "test_eagle: %d check(s) failed\n", g_fail);
         return 1;

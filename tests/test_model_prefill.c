@@ -43,7 +43,7 @@ static const struct {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     char root[256];
-    if (!ref_tmpdir(root, sizeof root)) {
+    if (!ms_test_tmpdir("ms-model-test", root, sizeof root)) {
         fprintf(stderr, "cannot make a temporary folder\n");
         return 1;
     }
@@ -134,7 +134,7 @@ int main(void) {
         ms_model_free(&b);
         ref_model_free(&ref);
     }
-    ref_rmtree(root);
+    ms_test_rmtree(root);
     printf("worst: chunked vs one-shot %.3g, vs reference %.3g\n", worst_ab, worst_ref);
     if (g_fail) {
         fprintf(stderr, "%d check(s) failed\n", g_fail);

@@ -233,7 +233,7 @@ static void check_o_proj_bias(const char *root, const char *name, const char *ar
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     char root[256];
-    if (!ref_tmpdir(root, sizeof root)) {
+    if (!ms_test_tmpdir("ms-model-test", root, sizeof root)) {
         fprintf(stderr, "cannot make a temporary folder\n");
         return 1;
     }
@@ -329,7 +329,7 @@ int main(void) {
         CHECK(ms_model_load(root, &opts, &none) < 0 && none == NULL, "a folder without a model loaded");
     }
 
-    ref_rmtree(root);
+    ms_test_rmtree(root);
     printf("worst engine-vs-reference error over all cases: %.3g (tol %g)\n", worst_all, TOL);
     if (g_fail) {
         fprintf(stderr, "%d check(s) failed\n", g_fail);

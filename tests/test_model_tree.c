@@ -242,14 +242,14 @@ static void run_case(const char *root, const tree_case *tc, ms_rng *rng) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     char root[256];
-    if (!ref_tmpdir(root, sizeof root)) {
+    if (!ms_test_tmpdir("ms-model-test", root, sizeof root)) {
         fprintf(stderr, "cannot make a temporary folder\n");
         return 1;
     }
     ms_rng rng;
     ms_rng_seed(&rng, 4321);
     for (size_t ci = 0; ci < sizeof CASES / sizeof CASES[0]; ci++) run_case(root, &CASES[ci], &rng);
-    ref_rmtree(root);
+    ms_test_rmtree(root);
     if (g_fail) {
         fprintf(stderr, "%d check(s) failed\n", g_fail);
         return 1;

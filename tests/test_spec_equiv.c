@@ -408,7 +408,7 @@ int main(void) {
     ms_log_set_level(MS_LOG_WARN);
     const bool small = spec_small();
     char tmp[256];
-    if (!spec_tmpdir(tmp, sizeof tmp)) {
+    if (!ms_test_tmpdir("ms-spec-test", tmp, sizeof tmp)) {
         perror("mkdtemp");
         return 1;
     }
@@ -431,7 +431,7 @@ int main(void) {
         if (!only || !strcmp(only, RA[a].label)) random_group(tmp, &RA[a], 1000 + (uint64_t)a, small);
     if (!only || !strcmp(only, "qwen3big")) qwen3_big_group(tmp, small);
 
-    spec_rmtree(tmp);
+    ms_test_rmtree(tmp);
     fprintf(stderr, "%lld configurations, %lld speculative runs, %lld speculative rounds, %.2f draft tokens "
                     "accepted per round; %.1f s\n",
             (long long)g_configs, (long long)g_runs, (long long)g_spec_rounds,

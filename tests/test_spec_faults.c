@@ -263,7 +263,7 @@ int main(void) {
     ms_log_set_level(MS_LOG_OFF); /* the faults log warnings by design */
     const bool small = spec_small();
     char tmp[256], tdir[512], edir[512];
-    if (!spec_tmpdir(tmp, sizeof tmp)) {
+    if (!ms_test_tmpdir("ms-spec-test", tmp, sizeof tmp)) {
         perror("mkdtemp");
         return 1;
     }
@@ -335,7 +335,7 @@ done:
     }
     ms_tgt_free(&f.tgt);
     ms_model_free(&f.model);
-    spec_rmtree(tmp);
+    ms_test_rmtree(tmp);
     fprintf(stderr, "%.1f s\n", ms_now_s() - t0);
     if (spec_failures) {
         fprintf(stderr, "test_spec_faults: %d check(s) FAILED\n", spec_failures);

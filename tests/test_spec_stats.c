@@ -166,7 +166,7 @@ int main(void) {
     ms_log_set_level(MS_LOG_WARN);
     const bool small = spec_small();
     char tmp[256], tdir[512], ldir[512], edir[512], list[512];
-    if (!spec_tmpdir(tmp, sizeof tmp)) {
+    if (!ms_test_tmpdir("ms-spec-test", tmp, sizeof tmp)) {
         perror("mkdtemp");
         return 1;
     }
@@ -328,7 +328,7 @@ done:
     ms_tgt_free(&tgt_ctx);
     ms_model_free(&model);
     ms_model_free(&small_ctx);
-    spec_rmtree(tmp);
+    ms_test_rmtree(tmp);
     fprintf(stderr, "%lld runs checked, %.1f s\n", (long long)g_checked_runs, ms_now_s() - t0);
     if (spec_failures) {
         fprintf(stderr, "test_spec_stats: %d check(s) FAILED\n", spec_failures);
