@@ -153,7 +153,7 @@ static ms_status load_jsonl_prompts(const char *path, int64_t first, char ***out
  * (eagle2-frspec-notes §5.4): tokens/s is the mean over prompts of
  * new_tokens / wall time (prefill included). */
 typedef struct {
-    int64_t prompts, new_tokens, rounds, emitted_round_tokens, vocab_sum, vocab_max, spec_rounds, covered, emitted;
+    int64_t prompts, new_tokens, rounds, vocab_sum, vocab_max, spec_rounds, covered, emitted;
     int64_t accepted_ge[MS_TREE_MAX + 1];
     double tps_sum, wall, draft_s, head_s, vocab_s, verify_s, accept_s;
     float link_us[1 << 16];
@@ -164,7 +164,6 @@ static void summary_add(summary *u, const ms_gen_stats *s) {
     u->prompts++;
     u->new_tokens += s->new_tokens;
     u->rounds += s->rounds;
-    u->emitted_round_tokens += (int64_t)(ms_gen_stats_mean_accepted(s) * (double)s->rounds + 0.5);
     u->spec_rounds += s->spec_rounds;
     u->vocab_sum += s->vocab_sum;
     if (s->vocab_max > u->vocab_max) u->vocab_max = s->vocab_max;
@@ -186,7 +185,10 @@ static void summary_print(const summary *u, bool spec, FILE *f) {
     double rounds = u->rounds > 0 ? (double)u->rounds : 1.0, sr = u->spec_rounds > 0 ? (double)u->spec_rounds : 1.0;
     fprintf(f, "prompts: %lld, new tokens: %lld, wall: %.3f s, tokens/s (mean over prompts): %.1f\n",
             (long long)u->prompts, (long long)u->new_tokens, u->wall, u->prompts ? u->tps_sum / (double)u->prompts : 0.0);
-    fprintf(f, "mean accepted length: %.3f tokens/forward over %lld rounds\n", (double)u->emitted_round_tokens / rounds,
+    /* as ms_gen_stats_mean_accepted: each round emits 1 + its accepted depth */
+    double emitted = (double)u->rounds;
+    for (int64_t d = 1; d <= MS_TREE_MAX; d++) emitted += (double)u->accepted_ge[d];
+    fprintf(f, "mean accepted length: %.3f tokens/forward over %lld rounds\n", emitted / rounds,
             (long long)u->rounds);
     if (!spec) return;
     fprintf(f, "acceptance by depth:");
