@@ -5,9 +5,26 @@
  *   x' = h + Wdown · (silu(Wgate · n2(h)) ⊙ Wup · n2(h))
  * logits = lm_head · norm(x)   (lm_head = embed_tokens when tied).
  *
- * Weights: F32 tensors aligned in the mmap are used in place; others are
- * converted to owned f32 once at load. The KV cache is [layer][max_ctx][kv_dim]
- * for K and V; every activation buffer is sized for max_batch rows at load.
+ * Backends. The same op sequence (run_layers) runs on the CPU table (f32
+ * activations and weights) or on the CUDA table (BF16 / F16 activations and
+ * weights, device memory). Buffers are `void *` of `es`-byte elements so the
+ * one sequence serves both; on the CPU every pointer is what it always was.
+ *
+ * CPU weights: F32 tensors aligned in the mmap are used in place; others are
+ * converted to owned f32 once at load. CUDA weights: converted to act on the
+ * host chunk by chunk and uploaded once. The KV cache is
+ * [layer][max_ctx][kv_dim] for K and V; every activation buffer is sized for
+ * max_batch rows at load.
+ *
+ * CUDA forward: host tokens / positions / mask are copied into pinned
+ * staging, uploaded asynchronously into fixed device staging, then the op
+ * sequence runs on the model's stream — recorded into a CUDA graph per shape
+ * key (rows, logits mode, masked; a key's first call runs eagerly so every
+ * kernel is chosen and loaded before capture) and replayed through an
+ * executable graph that is updated in place when only parameters changed
+ * (ms_k_cuda.h) — and
+ * only the requested f32 logits rows come back. One synchronisation per
+ * forward, which also reports errors the ops recorded.
  */
 #include "ms_model.h"
 
@@ -16,83 +33,364 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/ms_k_cuda_random.h"
 #include "ms_safetensors.h"
 #include "ms_weights.h"
 
+#ifdef MS_HAVE_CUDA
+#include "ms_k_cuda.h"
+#endif
+
 typedef struct {
-    const float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm;
-    const float *ffn_norm, *w_gate, *w_up, *w_down;
+    const void *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm;
+    const void *ffn_norm, *w_gate, *w_up, *w_down;
 } layer_w;
+
+/* Staging rows for compaction moves per device round trip. */
+#define MOVE_CHUNK 64
+/* Host conversion chunk for CUDA weight uploads (elements). */
+#define UPLOAD_CHUNK ((int64_t)1 << 22)
 
 struct ms_model {
     ms_hfconfig cfg;
     const ms_k_ops *ops;
-    ms_st_model *st;
+    int cuda_dev;      /* -1: CPU */
+    ms_dtype wdtype;   /* storage dtype of weights and activations: F32 (CPU) or act (CUDA) */
+    size_t es;         /* bytes per element of wdtype */
+    ms_st_model *st;   /* NULL for ms_model_new_random */
     int64_t n_layers, d, hd, n_heads, n_kv, q_dim, kv_dim, ffn, vocab;
-    const float *embed, *lm_head, *final_norm;
+    const void *embed, *lm_head, *final_norm;
     layer_w *layers;
-    ms_weights weights; /* converted copies of non-F32 tensors */
-    ms_k_rope rope;
+    ms_weights weights; /* CPU: converted copies of non-F32 tensors, random weights */
+    ms_k_rope rope;     /* host table: validates positions; the CPU op's table */
+    uint64_t seed;      /* ms_model_new_random */
+    int64_t n_random;   /* tensors generated so far (each gets its own seed) */
 
     int64_t len, max_ctx, max_batch, last_n;
-    float *kcache, *vcache; /* [n_layers][max_ctx][kv_dim] */
+    void *kcache, *vcache; /* [n_layers][max_ctx][kv_dim] */
 
-    /* activations, sized for max_batch rows */
-    float *x;      /* [B, d] residual stream */
-    float *xb;     /* [B, d] normed input / projection output */
-    float *q;      /* [B, q_dim] */
-    float *att;    /* [B, q_dim] attention output */
-    float *hb;     /* [B, ffn] gate, then silu(gate)·up */
-    float *hb2;    /* [B, ffn] up */
-    float *hidden; /* [B, d] final-norm hidden states */
-    float *scores; /* [max_ctx] attention scratch */
-    int32_t *pos;  /* [B] */
+    /* activations, sized for max_batch rows (device memory on CUDA) */
+    void *x;      /* [B, d] residual stream */
+    void *xb;     /* [B, max(d, q_dim)] normed input / projection output */
+    void *q;      /* [B, q_dim] */
+    void *att;    /* [B, q_dim] attention output */
+    void *hb;     /* [B, ffn] gate, then silu(gate)·up */
+    void *hb2;    /* [B, ffn] up */
+    void *hidden; /* [B, d] final-norm hidden states */
+    float *scores; /* [max_ctx] CPU attention scratch */
+    int32_t *pos;  /* [B] host positions of the current forward */
+
+    /* CUDA only (NULL / 0 on CPU) */
+    void *stream;
+    ms_k_rope rope_dev; /* cos/sin in device memory */
+    void **dev_bufs;    /* every device allocation, freed with the model */
+    int64_t n_dev_bufs, cap_dev_bufs;
+    float *d_logits;    /* [B, V] f32 */
+    int32_t *d_tokens, *d_pos; /* [B] device staging */
+    uint64_t *d_mask;          /* [64] */
+    int64_t *d_src, *d_dst;    /* [MOVE_CHUNK] */
+    int32_t *h_tokens, *h_pos; /* pinned twins */
+    uint64_t *h_mask;
+    int64_t *h_src, *h_dst;
+    void *h_act;          /* pinned [UPLOAD_CHUNK] act: uploads, hidden and head downloads */
+    float *h_f32;         /* [UPLOAD_CHUNK] host conversion buffer */
+    float *hidden_host;   /* [B, d] f32 copy for ms_model_hidden */
+    bool hidden_fresh;
+    float *lm_head_host;  /* [V, d] f32, made on first ms_model_lm_head */
+    void **graphs;        /* [(B + 1) · 3 · 2] ms_k_cuda_graph * per shape key */
+    uint8_t *key_seen;    /* [(B + 1) · 3 · 2] the key ran once eagerly */
+    int no_graphs;
+    int64_t n_inst, n_upd;
 };
 
-/* ---- weight loading ---------------------------------------------------- */
+static void *el(const void *p, int64_t i, size_t es) { return (char *)p + (size_t)i * es; }
+
+/* ---- device parsing ------------------------------------------------------ */
+
+ms_status ms_model_device_parse(const char *s, int *cuda_dev) {
+    *cuda_dev = -1;
+    if (!s || !*s || !strcmp(s, "cpu")) return MS_OK;
+    if (!strcmp(s, "cuda")) {
+        *cuda_dev = 0;
+        return MS_OK;
+    }
+    int64_t n;
+    if (!strncmp(s, "cuda:", 5) && s[5] >= '0' && s[5] <= '9' && ms_parse_i64(s + 5, 0, 255, &n)) {
+        *cuda_dev = (int)n;
+        return MS_OK;
+    }
+    MS_FAIL(MS_ERR_INVALID, "device \"%.64s\": expected \"cpu\", \"cuda\" or \"cuda:N\" (N in 0..255)", s);
+}
+
+/* ---- buffers --------------------------------------------------------------- */
+
+/* A zeroed buffer of a·b elements of the model's dtype: host f32 on CPU,
+ * device memory on CUDA (tracked in dev_bufs). */
+static ms_status alloc_buf(ms_model *m, void **p, int64_t a, int64_t b) {
+    *p = NULL;
+    if (m->cuda_dev < 0) return ms_alloc_f32((float **)p, a, b);
+#ifdef MS_HAVE_CUDA
+    size_t n;
+    if (a < 0 || b < 0 || !ms_mul_size((size_t)a, (size_t)b, &n) || !ms_mul_size(n, m->es, &n))
+        MS_FAIL(MS_ERR_RANGE, "device buffer of %lld x %lld elements overflows", (long long)a, (long long)b);
+    if (m->n_dev_bufs == m->cap_dev_bufs) {
+        int64_t c = m->cap_dev_bufs ? 2 * m->cap_dev_bufs : 64;
+        void **nb = ms_realloc(m->dev_bufs, (size_t)c * sizeof *nb);
+        if (!nb) return MS_ERR_NOMEM;
+        m->dev_bufs = nb;
+        m->cap_dev_bufs = c;
+    }
+    void *d = NULL;
+    MS_TRY(ms_k_cuda_malloc(&d, n ? n : 1));
+    m->dev_bufs[m->n_dev_bufs++] = d;
+    *p = d;
+    return MS_OK;
+#else
+    MS_FAIL(MS_ERR_UNSUPPORTED, "CUDA buffer on a build without CUDA");
+#endif
+}
+
+#ifdef MS_HAVE_CUDA
+/* Device buffer of raw bytes (staging, logits), tracked like alloc_buf. */
+static ms_status alloc_dev_bytes(ms_model *m, void **p, size_t bytes) {
+    size_t es = m->es;
+    m->es = 1;
+    ms_status st = alloc_buf(m, p, (int64_t)bytes, 1);
+    m->es = es;
+    return st;
+}
+#endif
+
+/* ---- weights ------------------------------------------------------------------ */
+
+#ifdef MS_HAVE_CUDA
+/* Upload tensor t (F32/F16/BF16, nelem n) to dev as act: uploaded as is when
+ * already act, else converted on the host UPLOAD_CHUNK elements at a time. */
+static ms_status upload_tensor(ms_model *m, void *dev, const ms_tensor *t, int64_t n) {
+    const size_t src_es = ms_dtype_size(t->dtype);
+    for (int64_t at = 0; at < n; at += UPLOAD_CHUNK) {
+        const int64_t c = n - at < UPLOAD_CHUNK ? n - at : UPLOAD_CHUNK;
+        const void *src = (const char *)t->data + (size_t)at * src_es;
+        if (t->dtype == m->wdtype) {
+            memcpy(m->h_act, src, (size_t)c * m->es); /* the mmap may be unaligned; pinned is faster anyway */
+        } else {
+            ms_convert_to_f32(m->h_f32, src, t->dtype, c);
+            ms_convert_from_f32(m->h_act, m->wdtype, m->h_f32, c);
+        }
+        MS_TRY(ms_k_cuda_upload(m->ops, el(dev, at, m->es), m->h_act, (size_t)c * m->es));
+    }
+    return MS_OK;
+}
+#endif
+
+/* A weight [d0] (ndim 1) or [d0, d1]: from the checkpoint when the model has
+ * one, else seeded random with deviation `scale` around `offset`. */
+static ms_status get_weight(ms_model *m, const char *name, int ndim, int64_t d0, int64_t d1, float scale,
+                            float offset, const void **out) {
+    *out = NULL;
+    const int64_t n = ndim == 1 ? d0 : d0 * d1;
+    if (m->st && m->cuda_dev < 0) {
+        const float *p;
+        MS_TRY(ms_weights_get(&m->weights, m->st, name, ndim, d0, d1, &p));
+        *out = p;
+        return MS_OK;
+    }
+    if (!m->st) {
+        const uint64_t seed = ms_k_random_mix(m->seed ^ (0x632BE59BD9B4E019ull * (uint64_t)++m->n_random));
+        if (m->cuda_dev < 0) {
+            float *p;
+            MS_TRY(ms_alloc_f32(&p, d0, ndim == 1 ? 1 : d1));
+            MS_TRY(ms_weights_own(&m->weights, p));
+            for (int64_t i = 0; i < n; i++) p[i] = ms_k_random_value(seed, i, scale, offset);
+            *out = p;
+            return MS_OK;
+        }
+#ifdef MS_HAVE_CUDA
+        void *d;
+        MS_TRY(alloc_buf(m, &d, d0, ndim == 1 ? 1 : d1));
+        MS_TRY(ms_k_cuda_fill_random(m->ops, d, n, seed, scale, offset));
+        *out = d;
+        return MS_OK;
+#endif
+    }
+#ifdef MS_HAVE_CUDA
+    int64_t shape[2] = {d0, d1};
+    ms_tensor t;
+    MS_TRY(ms_st_get_shaped(m->st, name, ndim, shape, &t));
+    if (t.dtype != MS_DTYPE_F32 && t.dtype != MS_DTYPE_F16 && t.dtype != MS_DTYPE_BF16)
+        MS_FAIL(MS_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16",
+                ms_st_file_of(m->st, name), name, ms_dtype_name(t.dtype));
+    void *d;
+    MS_TRY(alloc_buf(m, &d, d0, ndim == 1 ? 1 : d1));
+    MS_TRY(upload_tensor(m, d, &t, n));
+    *out = d;
+    return MS_OK;
+#else
+    MS_FAIL(MS_ERR_UNSUPPORTED, "CUDA weights on a build without CUDA");
+#endif
+}
+
+#define NORM_DEV 0.05f
+#define BIAS_DEV 0.02f
 
 static ms_status load_weights(ms_model *m) {
     char name[256];
-    MS_TRY(ms_weights_get(&m->weights, m->st, "model.embed_tokens.weight", 2, m->vocab, m->d, &m->embed));
-    MS_TRY(ms_weights_get(&m->weights, m->st, "model.norm.weight", 1, m->d, 0, &m->final_norm));
+    const float s_d = 1.0f / sqrtf((float)m->d), s_q = 1.0f / sqrtf((float)m->q_dim);
+    const float s_ffn = 1.0f / sqrtf((float)m->ffn);
+    MS_TRY(get_weight(m, "model.embed_tokens.weight", 2, m->vocab, m->d, s_d, 0.0f, &m->embed));
+    MS_TRY(get_weight(m, "model.norm.weight", 1, m->d, 0, NORM_DEV, 1.0f, &m->final_norm));
     ms_tensor head;
-    if (m->cfg.tie_word_embeddings || !ms_st_find(m->st, "lm_head.weight", &head)) {
+    bool has_head = m->st ? ms_st_find(m->st, "lm_head.weight", &head) : !m->cfg.tie_word_embeddings;
+    if (m->cfg.tie_word_embeddings || !has_head) {
         if (!m->cfg.tie_word_embeddings)
             MS_LOG_WARN("lm_head.weight absent: using the tied embedding as the LM head");
         m->lm_head = m->embed;
     } else {
-        MS_TRY(ms_weights_get(&m->weights, m->st, "lm_head.weight", 2, m->vocab, m->d, &m->lm_head));
+        MS_TRY(get_weight(m, "lm_head.weight", 2, m->vocab, m->d, s_d, 0.0f, &m->lm_head));
     }
     for (int64_t l = 0; l < m->n_layers; l++) {
         layer_w *w = &m->layers[l];
-#define LW(field, suffix, ndim, a, b)                                                 \
-    do {                                                                              \
-        snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix);    \
-        MS_TRY(ms_weights_get(&m->weights, m->st, name, ndim, a, b, &w->field));                               \
+#define LW(field, suffix, ndim, a, b, scale, offset)                                          \
+    do {                                                                                      \
+        snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l, suffix);            \
+        MS_TRY(get_weight(m, name, ndim, a, b, scale, offset, &w->field));                    \
     } while (0)
-        LW(attn_norm, "input_layernorm.weight", 1, m->d, 0);
-        LW(wq, "self_attn.q_proj.weight", 2, m->q_dim, m->d);
-        LW(wk, "self_attn.k_proj.weight", 2, m->kv_dim, m->d);
-        LW(wv, "self_attn.v_proj.weight", 2, m->kv_dim, m->d);
-        LW(wo, "self_attn.o_proj.weight", 2, m->d, m->q_dim);
+        LW(attn_norm, "input_layernorm.weight", 1, m->d, 0, NORM_DEV, 1.0f);
+        LW(wq, "self_attn.q_proj.weight", 2, m->q_dim, m->d, s_d, 0.0f);
+        LW(wk, "self_attn.k_proj.weight", 2, m->kv_dim, m->d, s_d, 0.0f);
+        LW(wv, "self_attn.v_proj.weight", 2, m->kv_dim, m->d, s_d, 0.0f);
+        LW(wo, "self_attn.o_proj.weight", 2, m->d, m->q_dim, s_q, 0.0f);
         if (m->cfg.attention_bias) {
-            LW(bq, "self_attn.q_proj.bias", 1, m->q_dim, 0);
-            LW(bk, "self_attn.k_proj.bias", 1, m->kv_dim, 0);
-            LW(bv, "self_attn.v_proj.bias", 1, m->kv_dim, 0);
+            LW(bq, "self_attn.q_proj.bias", 1, m->q_dim, 0, BIAS_DEV, 0.0f);
+            LW(bk, "self_attn.k_proj.bias", 1, m->kv_dim, 0, BIAS_DEV, 0.0f);
+            LW(bv, "self_attn.v_proj.bias", 1, m->kv_dim, 0, BIAS_DEV, 0.0f);
             /* transformers: Llama and Qwen3 give o_proj a bias with attention_bias;
              * Qwen2 has q/k/v biases only. */
-            if (m->cfg.arch != MS_ARCH_QWEN2) LW(bo, "self_attn.o_proj.bias", 1, m->d, 0);
+            if (m->cfg.arch != MS_ARCH_QWEN2) LW(bo, "self_attn.o_proj.bias", 1, m->d, 0, BIAS_DEV, 0.0f);
         }
         if (m->cfg.qk_norm) {
-            LW(q_norm, "self_attn.q_norm.weight", 1, m->hd, 0);
-            LW(k_norm, "self_attn.k_norm.weight", 1, m->hd, 0);
+            LW(q_norm, "self_attn.q_norm.weight", 1, m->hd, 0, NORM_DEV, 1.0f);
+            LW(k_norm, "self_attn.k_norm.weight", 1, m->hd, 0, NORM_DEV, 1.0f);
         }
-        LW(ffn_norm, "post_attention_layernorm.weight", 1, m->d, 0);
-        LW(w_gate, "mlp.gate_proj.weight", 2, m->ffn, m->d);
-        LW(w_up, "mlp.up_proj.weight", 2, m->ffn, m->d);
-        LW(w_down, "mlp.down_proj.weight", 2, m->d, m->ffn);
+        LW(ffn_norm, "post_attention_layernorm.weight", 1, m->d, 0, NORM_DEV, 1.0f);
+        LW(w_gate, "mlp.gate_proj.weight", 2, m->ffn, m->d, s_d, 0.0f);
+        LW(w_up, "mlp.up_proj.weight", 2, m->ffn, m->d, s_d, 0.0f);
+        LW(w_down, "mlp.down_proj.weight", 2, m->d, m->ffn, s_ffn, 0.0f);
 #undef LW
     }
+    return MS_OK;
+}
+
+/* ---- construction ------------------------------------------------------------ */
+
+/* Backend selection: the op table (CPU, or CUDA on its own stream with a
+ * fixed cuBLAS workspace) and the staging buffers. `what` names the model
+ * in errors. */
+static ms_status open_backend(ms_model *m, const ms_model_opts *o, const char *what) {
+    MS_TRY(ms_model_device_parse(o->device, &m->cuda_dev));
+    if (m->cuda_dev < 0) {
+        m->ops = ms_k_cpu_ops();
+        m->wdtype = MS_DTYPE_F32;
+        m->es = sizeof(float);
+        return MS_OK;
+    }
+#ifdef MS_HAVE_CUDA
+    ms_dtype act = o->act ? o->act : MS_DTYPE_BF16;
+    if (act != MS_DTYPE_BF16 && act != MS_DTYPE_F16)
+        MS_FAIL(MS_ERR_INVALID, "%s: CUDA activation dtype %s unsupported (BF16 or F16)", what, ms_dtype_name(act));
+    MS_TRY(ms_k_cuda_set_device(m->cuda_dev));
+    MS_TRY(ms_k_cuda_stream_new(&m->stream));
+    m->ops = ms_k_cuda_ops(act, m->stream);
+    if (!m->ops) MS_FAIL(MS_ERR_INTERNAL, "%s: cannot make the CUDA op table on cuda:%d", what, m->cuda_dev);
+    MS_TRY(ms_k_cuda_blas_workspace(m->ops, MS_K_CUDA_BLAS_WS_BYTES));
+    m->wdtype = act;
+    m->es = ms_dtype_size(act);
+    m->no_graphs = o->no_graphs;
+    MS_TRY(ms_k_cuda_host_alloc(&m->h_act, (size_t)UPLOAD_CHUNK * m->es));
+    m->h_f32 = ms_malloc((size_t)UPLOAD_CHUNK * sizeof(float));
+    if (!m->h_f32) return MS_ERR_NOMEM;
+    char dev[256];
+    if (ms_k_cuda_device_info(m->cuda_dev, dev, sizeof dev) == MS_OK)
+        MS_LOG_INFO("%s: cuda:%d %s, %s", what, m->cuda_dev, dev, m->ops->name);
+    return MS_OK;
+#else
+    MS_FAIL(MS_ERR_UNSUPPORTED, "%s: device \"%s\" requested, but this program was built without CUDA", what,
+            o->device);
+#endif
+}
+
+/* Sizes from the config and the options; checked against the config. */
+static ms_status set_shape(ms_model *m, const ms_model_opts *o, const char *what) {
+    const ms_hfconfig *c = &m->cfg;
+    m->d = c->hidden_size;
+    m->hd = c->head_dim;
+    m->n_heads = c->n_heads;
+    m->n_kv = c->n_kv_heads;
+    m->q_dim = m->n_heads * m->hd;
+    m->kv_dim = m->n_kv * m->hd;
+    m->ffn = c->intermediate_size;
+    m->vocab = c->vocab_size;
+    m->n_layers = c->n_layers;
+    if (o->n_layers < 0 || o->n_layers > c->n_layers)
+        MS_FAIL(MS_ERR_INVALID, "%s: asked for %lld layers, the model has %lld", what, (long long)o->n_layers,
+                (long long)c->n_layers);
+    if (o->n_layers > 0) m->n_layers = o->n_layers;
+    m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (c->max_position_embeddings < 4096 ? c->max_position_embeddings : 4096);
+    m->max_batch = o->max_batch > 0 ? o->max_batch : 256;
+    if (m->max_batch > m->max_ctx) m->max_batch = m->max_ctx;
+    m->layers = ms_calloc((size_t)m->n_layers, sizeof *m->layers);
+    return m->layers ? MS_OK : MS_ERR_NOMEM;
+}
+
+/* RoPE, KV cache, activations and (CUDA) staging, logits, graph slots. */
+static ms_status alloc_state(ms_model *m) {
+    ms_k_rope_params rp = ms_rope_params_of(&m->cfg);
+    MS_TRY(ms_k_rope_build(&m->rope, m->max_ctx, m->hd, &rp));
+
+    const int64_t B = m->max_batch;
+    MS_TRY(alloc_buf(m, &m->kcache, m->n_layers * m->max_ctx, m->kv_dim));
+    MS_TRY(alloc_buf(m, &m->vcache, m->n_layers * m->max_ctx, m->kv_dim));
+    MS_TRY(alloc_buf(m, &m->x, B, m->d));
+    MS_TRY(alloc_buf(m, &m->xb, B, m->d > m->q_dim ? m->d : m->q_dim));
+    MS_TRY(alloc_buf(m, &m->q, B, m->q_dim));
+    MS_TRY(alloc_buf(m, &m->att, B, m->q_dim));
+    MS_TRY(alloc_buf(m, &m->hb, B, m->ffn));
+    MS_TRY(alloc_buf(m, &m->hb2, B, m->ffn));
+    MS_TRY(alloc_buf(m, &m->hidden, B, m->d));
+    m->pos = ms_calloc((size_t)B, sizeof *m->pos);
+    if (!m->pos) return MS_ERR_NOMEM;
+    if (m->cuda_dev < 0) return ms_alloc_f32(&m->scores, m->max_ctx, 1);
+#ifdef MS_HAVE_CUDA
+    size_t lb;
+    if (!ms_mul_size((size_t)B, (size_t)m->vocab * sizeof(float), &lb))
+        MS_FAIL(MS_ERR_RANGE, "logits buffer of %lld x %lld overflows", (long long)B, (long long)m->vocab);
+    MS_TRY(ms_k_cuda_rope_upload(&m->rope, &m->rope_dev));
+    MS_TRY(alloc_dev_bytes(m, (void **)&m->d_logits, lb));
+    MS_TRY(alloc_dev_bytes(m, (void **)&m->d_tokens, (size_t)B * sizeof(int32_t)));
+    MS_TRY(alloc_dev_bytes(m, (void **)&m->d_pos, (size_t)B * sizeof(int32_t)));
+    MS_TRY(alloc_dev_bytes(m, (void **)&m->d_mask, 64 * sizeof(uint64_t)));
+    MS_TRY(alloc_dev_bytes(m, (void **)&m->d_src, MOVE_CHUNK * sizeof(int64_t)));
+    MS_TRY(alloc_dev_bytes(m, (void **)&m->d_dst, MOVE_CHUNK * sizeof(int64_t)));
+    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_tokens, (size_t)B * sizeof(int32_t)));
+    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_pos, (size_t)B * sizeof(int32_t)));
+    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_mask, 64 * sizeof(uint64_t)));
+    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_src, MOVE_CHUNK * sizeof(int64_t)));
+    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_dst, MOVE_CHUNK * sizeof(int64_t)));
+    MS_TRY(ms_alloc_f32(&m->hidden_host, B, m->d));
+    m->graphs = ms_calloc((size_t)(B + 1) * 6, sizeof *m->graphs);
+    m->key_seen = ms_calloc((size_t)(B + 1) * 6, 1);
+    if (!m->graphs || !m->key_seen) return MS_ERR_NOMEM;
+    /* device memory comes uninitialised; the CPU twin's is zeroed */
+    const size_t cache = (size_t)(m->n_layers * m->max_ctx * m->kv_dim) * m->es;
+    MS_TRY(ms_k_cuda_memset_async(m->ops, m->kcache, 0, cache));
+    MS_TRY(ms_k_cuda_memset_async(m->ops, m->vcache, 0, cache));
+    MS_TRY(ms_k_cuda_memset_async(m->ops, m->hidden, 0, (size_t)(B * m->d) * m->es));
+    /* Nothing may allocate during a forward (graph capture): attention's
+     * split-KV workspace for every batch size up to B over the whole cache. */
+    MS_TRY(ms_k_cuda_attn_reserve(m->ops, B, m->n_heads, m->hd, m->max_ctx));
+    /* the random fills and uploads above ran on the stream: finish them */
+    MS_TRY(ms_k_cuda_sync(m->ops));
+#endif
     return MS_OK;
 }
 
@@ -101,6 +399,7 @@ ms_status ms_model_load(const char *dir, const ms_model_opts *opts, ms_model **o
     ms_model_opts o = opts ? *opts : (ms_model_opts){0};
     ms_model *m = ms_calloc(1, sizeof *m);
     if (!m) return MS_ERR_NOMEM;
+    m->cuda_dev = -1;
     ms_status st = MS_OK;
     char *cfg_path = ms_path_join(dir, "config.json");
     if (!cfg_path) {
@@ -111,55 +410,47 @@ ms_status ms_model_load(const char *dir, const ms_model_opts *opts, ms_model **o
     free(cfg_path);
     if (st < 0) goto fail;
     MS_TRY_GOTO(st, ms_st_open_dir(dir, &m->st), fail);
-
-    const ms_hfconfig *c = &m->cfg;
-    m->ops = ms_k_cpu_ops();
-    m->d = c->hidden_size;
-    m->hd = c->head_dim;
-    m->n_heads = c->n_heads;
-    m->n_kv = c->n_kv_heads;
-    m->q_dim = m->n_heads * m->hd;
-    m->kv_dim = m->n_kv * m->hd;
-    m->ffn = c->intermediate_size;
-    m->vocab = c->vocab_size;
-    m->n_layers = c->n_layers;
-    if (o.n_layers < 0 || o.n_layers > c->n_layers) {
-        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s: asked for %lld layers, the model has %lld", dir,
-                   (long long)o.n_layers, (long long)c->n_layers);
-        st = MS_ERR_INVALID;
-        goto fail;
-    }
-    if (o.n_layers > 0) m->n_layers = o.n_layers;
-    m->max_ctx = o.max_ctx > 0 ? o.max_ctx : (c->max_position_embeddings < 4096 ? c->max_position_embeddings : 4096);
-    m->max_batch = o.max_batch > 0 ? o.max_batch : 256;
-    if (m->max_batch > m->max_ctx) m->max_batch = m->max_ctx;
-
-    m->layers = ms_calloc((size_t)m->n_layers, sizeof *m->layers);
-    if (!m->layers) {
-        st = MS_ERR_NOMEM;
-        goto fail;
-    }
+    MS_TRY_GOTO(st, open_backend(m, &o, dir), fail);
+    MS_TRY_GOTO(st, set_shape(m, &o, dir), fail);
     MS_TRY_GOTO(st, load_weights(m), fail);
+    MS_TRY_GOTO(st, alloc_state(m), fail);
+    *out = m;
+    return MS_OK;
+fail:
+    ms_model_free(&m);
+    return st;
+}
 
-    ms_k_rope_params rp = ms_rope_params_of(c);
-    MS_TRY_GOTO(st, ms_k_rope_build(&m->rope, m->max_ctx, m->hd, &rp), fail);
+/* The shape facts the runtime relies on (ms_hfcfg_load checks the same for
+ * a config.json; a hand-made cfg is checked here). */
+static ms_status check_cfg(const ms_hfconfig *c) {
+    if (c->vocab_size < 1 || c->vocab_size > INT32_MAX || c->hidden_size < 1 || c->intermediate_size < 1 ||
+        c->n_layers < 1 || c->n_heads < 1 || c->n_kv_heads < 1 || c->n_heads % c->n_kv_heads != 0 ||
+        c->head_dim < 2 || c->head_dim % 2 != 0 || c->max_position_embeddings < 1 || !(c->rms_norm_eps > 0) ||
+        !(c->rope_theta > 0))
+        MS_FAIL(MS_ERR_INVALID,
+                "random model: bad config (vocab %lld, hidden %lld, ffn %lld, layers %lld, heads %lld/%lld, "
+                "head_dim %lld, max_pos %lld)",
+                (long long)c->vocab_size, (long long)c->hidden_size, (long long)c->intermediate_size,
+                (long long)c->n_layers, (long long)c->n_heads, (long long)c->n_kv_heads, (long long)c->head_dim,
+                (long long)c->max_position_embeddings);
+    return MS_OK;
+}
 
-    const int64_t B = m->max_batch;
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->kcache, m->n_layers * m->max_ctx, m->kv_dim), fail);
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->vcache, m->n_layers * m->max_ctx, m->kv_dim), fail);
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->x, B, m->d), fail);
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->xb, B, m->d > m->q_dim ? m->d : m->q_dim), fail);
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->q, B, m->q_dim), fail);
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->att, B, m->q_dim), fail);
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->hb, B, m->ffn), fail);
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->hb2, B, m->ffn), fail);
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->hidden, B, m->d), fail);
-    MS_TRY_GOTO(st, ms_alloc_f32(&m->scores, m->max_ctx, 1), fail);
-    m->pos = ms_calloc((size_t)B, sizeof *m->pos);
-    if (!m->pos) {
-        st = MS_ERR_NOMEM;
-        goto fail;
-    }
+ms_status ms_model_new_random(const ms_hfconfig *cfg, uint64_t seed, const ms_model_opts *opts, ms_model **out) {
+    *out = NULL;
+    MS_TRY(check_cfg(cfg));
+    ms_model_opts o = opts ? *opts : (ms_model_opts){0};
+    ms_model *m = ms_calloc(1, sizeof *m);
+    if (!m) return MS_ERR_NOMEM;
+    m->cuda_dev = -1;
+    m->cfg = *cfg;
+    m->seed = seed;
+    ms_status st;
+    MS_TRY_GOTO(st, open_backend(m, &o, "random model"), fail);
+    MS_TRY_GOTO(st, set_shape(m, &o, "random model"), fail);
+    MS_TRY_GOTO(st, load_weights(m), fail);
+    MS_TRY_GOTO(st, alloc_state(m), fail);
     *out = m;
     return MS_OK;
 fail:
@@ -170,18 +461,43 @@ fail:
 void ms_model_free(ms_model **pm) {
     ms_model *m = *pm;
     if (!m) return;
+#ifdef MS_HAVE_CUDA
+    if (m->cuda_dev >= 0) {
+        if (ms_k_cuda_set_device(m->cuda_dev) != MS_OK) MS_LOG_WARN("model free: cannot select cuda:%d", m->cuda_dev);
+        if (m->graphs)
+            for (int64_t i = 0; i < (m->max_batch + 1) * 6; i++) ms_k_cuda_graph_free((ms_k_cuda_graph **)&m->graphs[i]);
+        ms_k_cuda_ops_destroy(&m->ops); /* waits for the stream */
+        for (int64_t i = 0; i < m->n_dev_bufs; i++) ms_k_cuda_free(&m->dev_bufs[i]);
+        ms_k_cuda_rope_free(&m->rope_dev);
+        ms_k_cuda_host_free((void **)&m->h_tokens);
+        ms_k_cuda_host_free((void **)&m->h_pos);
+        ms_k_cuda_host_free((void **)&m->h_mask);
+        ms_k_cuda_host_free((void **)&m->h_src);
+        ms_k_cuda_host_free((void **)&m->h_dst);
+        ms_k_cuda_host_free(&m->h_act);
+        ms_k_cuda_stream_free(&m->stream);
+    }
+#endif
+    free(m->graphs);
+    free(m->key_seen);
+    free(m->dev_bufs);
+    free(m->h_f32);
+    free(m->hidden_host);
+    free(m->lm_head_host);
     ms_weights_free(&m->weights);
     free(m->layers);
     ms_k_rope_free(&m->rope);
-    free(m->kcache);
-    free(m->vcache);
-    free(m->x);
-    free(m->xb);
-    free(m->q);
-    free(m->att);
-    free(m->hb);
-    free(m->hb2);
-    free(m->hidden);
+    if (m->cuda_dev < 0) { /* on CUDA these are device buffers, freed above */
+        free(m->kcache);
+        free(m->vcache);
+        free(m->x);
+        free(m->xb);
+        free(m->q);
+        free(m->att);
+        free(m->hb);
+        free(m->hb2);
+        free(m->hidden);
+    }
     free(m->scores);
     free(m->pos);
     ms_st_close(&m->st);
@@ -194,8 +510,67 @@ int64_t ms_model_vocab(const ms_model *m) { return m->vocab; }
 int64_t ms_model_len(const ms_model *m) { return m->len; }
 int64_t ms_model_max_ctx(const ms_model *m) { return m->max_ctx; }
 int64_t ms_model_max_batch(const ms_model *m) { return m->max_batch; }
-const float *ms_model_hidden(const ms_model *m) { return m->hidden; }
 void ms_model_reset(ms_model *m) { m->len = 0; }
+const ms_k_ops *ms_model_ops(const ms_model *m) { return m->ops; }
+void *ms_model_stream(const ms_model *m) { return m->stream; }
+int ms_model_device(const ms_model *m) { return m->cuda_dev; }
+const void *ms_model_hidden_dev(const ms_model *m) { return m->cuda_dev >= 0 ? m->hidden : NULL; }
+const void *ms_model_lm_head_dev(const ms_model *m) { return m->cuda_dev >= 0 ? m->lm_head : NULL; }
+
+void ms_model_graph_counts(const ms_model *m, int64_t *inst, int64_t *upd) {
+    if (inst) *inst = m->n_inst;
+    if (upd) *upd = m->n_upd;
+}
+
+/* The host copies below are caches filled on demand by const accessors: the
+ * model object itself is never const (it is allocated by ms_model_load). */
+const float *ms_model_hidden(const ms_model *cm) {
+    if (cm->cuda_dev < 0) return (const float *)cm->hidden;
+#ifdef MS_HAVE_CUDA
+    ms_model *m = (ms_model *)cm;
+    if (m->hidden_fresh) return m->hidden_host;
+    const int64_t n = m->last_n * m->d; /* ≤ B·d; converted in UPLOAD_CHUNK pieces */
+    for (int64_t at = 0; at < n; at += UPLOAD_CHUNK) {
+        const int64_t c = n - at < UPLOAD_CHUNK ? n - at : UPLOAD_CHUNK;
+        if (ms_k_cuda_download(m->ops, m->h_act, el(m->hidden, at, m->es), (size_t)c * m->es) != MS_OK) {
+            MS_LOG_ERROR("model hidden: download failed; the host copy is stale");
+            return m->hidden_host;
+        }
+        ms_convert_to_f32(m->hidden_host + at, m->h_act, m->wdtype, c);
+    }
+    m->hidden_fresh = true;
+    return m->hidden_host;
+#else
+    return NULL;
+#endif
+}
+
+const float *ms_model_lm_head(const ms_model *cm) {
+    if (cm->cuda_dev < 0) return (const float *)cm->lm_head;
+#ifdef MS_HAVE_CUDA
+    ms_model *m = (ms_model *)cm;
+    if (m->lm_head_host) return m->lm_head_host;
+    float *h;
+    if (ms_alloc_f32(&h, m->vocab, m->d) != MS_OK) {
+        MS_LOG_ERROR("model lm_head: no host memory for the %lld x %lld f32 copy", (long long)m->vocab,
+                     (long long)m->d);
+        return NULL;
+    }
+    const int64_t n = m->vocab * m->d;
+    for (int64_t at = 0; at < n; at += UPLOAD_CHUNK) {
+        const int64_t c = n - at < UPLOAD_CHUNK ? n - at : UPLOAD_CHUNK;
+        if (ms_k_cuda_download(m->ops, m->h_act, el(m->lm_head, at, m->es), (size_t)c * m->es) != MS_OK) {
+            free(h);
+            return NULL;
+        }
+        ms_convert_to_f32(h + at, m->h_act, m->wdtype, c);
+    }
+    m->lm_head_host = h;
+    return h;
+#else
+    return NULL;
+#endif
+}
 
 /* ---- forward ------------------------------------------------------------- */
 
@@ -204,7 +579,105 @@ ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const 
     return ms_model_forward_masked(m, tokens, n, pos, mask, 0, mode, logits);
 }
 
-const float *ms_model_lm_head(const ms_model *m) { return m->lm_head; }
+/* The op sequence of one forward of n rows at cache rows [len, len + n).
+ * tokens / pos / mask are where the backend reads them (host on CPU, device
+ * staging on CUDA); logits the f32 output (host on CPU, device on CUDA). */
+static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *pos, const uint64_t *mask,
+                            const ms_k_attn_shape *shape, const ms_k_rope *rope, ms_logits_mode mode, float *logits) {
+    const ms_k_ops *k = m->ops;
+    void *c = k->ctx;
+    const int64_t n = shape->n_q, d = m->d, es = (int64_t)m->es;
+    const float eps = (float)m->cfg.rms_norm_eps;
+
+    k->embed(c, m->x, m->embed, m->wdtype, tokens, n, d);
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        const layer_w *w = &m->layers[l];
+        void *kc = el(m->kcache, l * m->max_ctx * m->kv_dim, m->es); /* [max_ctx, kv_dim] */
+        void *vc = el(m->vcache, l * m->max_ctx * m->kv_dim, m->es);
+        void *kn = el(kc, m->len * m->kv_dim, m->es); /* the batch's K rows, written in place */
+        void *vn = el(vc, m->len * m->kv_dim, m->es);
+
+        k->rmsnorm(c, m->xb, m->x, w->attn_norm, n, d, eps);
+        k->linear(c, m->q, m->xb, w->wq, w->bq, n, d, m->q_dim);
+        k->linear(c, kn, m->xb, w->wk, w->bk, n, d, m->kv_dim);
+        k->linear(c, vn, m->xb, w->wv, w->bv, n, d, m->kv_dim);
+        if (w->q_norm) { /* Qwen3: RMSNorm over each head's hd values */
+            k->rmsnorm(c, m->q, m->q, w->q_norm, n * m->n_heads, m->hd, eps);
+            k->rmsnorm(c, kn, kn, w->k_norm, n * m->n_kv, m->hd, eps);
+        }
+        k->rope(c, m->q, n, m->n_heads, m->hd, pos, rope);
+        k->rope(c, kn, n, m->n_kv, m->hd, pos, rope);
+        k->attention(c, m->att, m->q, kc, vc, shape, mask, m->scores);
+        k->linear(c, m->xb, m->att, w->wo, w->bo, n, m->q_dim, d);
+        k->add(c, m->x, m->xb, n * d);
+
+        k->rmsnorm(c, m->xb, m->x, w->ffn_norm, n, d, eps);
+        k->linear(c, m->hb, m->xb, w->w_gate, NULL, n, d, m->ffn);
+        k->linear(c, m->hb2, m->xb, w->w_up, NULL, n, d, m->ffn);
+        k->silu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
+        k->linear(c, m->xb, m->hb, w->w_down, NULL, n, m->ffn, d);
+        k->add(c, m->x, m->xb, n * d);
+    }
+    k->rmsnorm(c, m->hidden, m->x, m->final_norm, n, d, eps);
+    if (mode == MS_LOGITS_NONE) return MS_OK;
+    const int64_t rows = mode == MS_LOGITS_LAST ? 1 : n;
+    const void *h = mode == MS_LOGITS_LAST ? el(m->hidden, (n - 1) * d, (size_t)es) : m->hidden;
+    if (m->cuda_dev < 0) {
+        k->linear(c, logits, h, m->lm_head, NULL, rows, d, m->vocab);
+        return MS_OK;
+    }
+#ifdef MS_HAVE_CUDA
+    return ms_k_cuda_linear_f32out(k, logits, h, m->lm_head, rows, d, m->vocab);
+#else
+    return MS_ERR_UNSUPPORTED;
+#endif
+}
+
+#ifdef MS_HAVE_CUDA
+/* The CUDA forward after validation: staging, the op sequence (through a
+ * graph unless no_graphs), logits rows down, one synchronisation. */
+static ms_status forward_cuda(ms_model *m, const int32_t *tokens, int64_t n, const uint64_t *mask,
+                              const ms_k_attn_shape *shape, ms_logits_mode mode, float *logits) {
+    const ms_k_ops *k = m->ops;
+    MS_TRY(ms_k_cuda_set_device(m->cuda_dev));
+    memcpy(m->h_tokens, tokens, (size_t)n * sizeof(int32_t));
+    memcpy(m->h_pos, m->pos, (size_t)n * sizeof(int32_t));
+    MS_TRY(ms_k_cuda_upload_async(k, m->d_tokens, m->h_tokens, (size_t)n * sizeof(int32_t)));
+    MS_TRY(ms_k_cuda_upload_async(k, m->d_pos, m->h_pos, (size_t)n * sizeof(int32_t)));
+    if (mask) {
+        memcpy(m->h_mask, mask, (size_t)n * sizeof(uint64_t));
+        MS_TRY(ms_k_cuda_upload_async(k, m->d_mask, m->h_mask, (size_t)n * sizeof(uint64_t)));
+    }
+    const uint64_t *dmask = mask ? m->d_mask : NULL;
+    ms_status st;
+    /* key: (rows, logits mode, masked); n ≤ B, mode < 3 */
+    const int64_t key = (n * 3 + (int64_t)mode) * 2 + (mask ? 1 : 0);
+    if (m->no_graphs || !m->key_seen[key]) {
+        /* A key's first call runs eagerly: cuBLAS picks and loads its kernels
+         * and every module is loaded before anything is captured. */
+        st = run_layers(m, m->d_tokens, m->d_pos, dmask, shape, &m->rope_dev, mode, m->d_logits);
+        m->key_seen[key] = 1;
+    } else {
+        ms_k_cuda_graph **g = (ms_k_cuda_graph **)&m->graphs[key];
+        MS_TRY(ms_k_cuda_capture_begin(k));
+        st = run_layers(m, m->d_tokens, m->d_pos, dmask, shape, &m->rope_dev, mode, m->d_logits);
+        int ev = 0;
+        ms_status se = ms_k_cuda_capture_end(k, g, &ev); /* always: ends the capture */
+        if (st == MS_OK) st = se;
+        if (ev == MS_K_CUDA_GRAPH_INSTANTIATED) m->n_inst++;
+        if (ev == MS_K_CUDA_GRAPH_UPDATED) m->n_upd++;
+        if (st == MS_OK) st = ms_k_cuda_graph_launch(k, *g);
+    }
+    if (st == MS_OK && mode != MS_LOGITS_NONE) {
+        const int64_t rows = mode == MS_LOGITS_LAST ? 1 : n;
+        st = ms_k_cuda_download_async(k, logits, m->d_logits, (size_t)(rows * m->vocab) * sizeof(float));
+    }
+    /* always synchronise: the pinned staging is reused by the next call, and
+     * errors the ops recorded come back here */
+    ms_status ss = ms_k_cuda_sync(k);
+    return st < 0 ? st : ss;
+}
+#endif
 
 ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n, const int32_t *pos,
                                   const uint64_t *mask, int64_t mask_back, ms_logits_mode mode, float *logits) {
@@ -216,6 +689,8 @@ ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n,
     if (m->len + n > m->max_ctx)
         MS_FAIL(MS_ERR_RANGE, "KV cache full: %lld + %lld rows > max_ctx %lld", (long long)m->len, (long long)n,
                 (long long)m->max_ctx);
+    if (mode != MS_LOGITS_NONE && mode != MS_LOGITS_LAST && mode != MS_LOGITS_ALL)
+        MS_FAIL(MS_ERR_INVALID, "forward: logits mode %d", (int)mode);
     if (mode != MS_LOGITS_NONE && !logits) MS_FAIL(MS_ERR_INVALID, "forward: logits requested into NULL");
     for (int64_t i = 0; i < n; i++) {
         if (tokens[i] < 0 || tokens[i] >= m->vocab)
@@ -228,10 +703,6 @@ ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n,
         m->pos[i] = (int32_t)p;
     }
 
-    const ms_k_ops *k = m->ops;
-    void *c = k->ctx;
-    const int64_t d = m->d;
-    const float eps = (float)m->cfg.rms_norm_eps;
     const ms_k_attn_shape shape = {.n_q = n,
                                    .ctx = m->len,
                                    .n_heads = m->n_heads,
@@ -239,39 +710,14 @@ ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n,
                                    .head_dim = m->hd,
                                    .scale = 1.0f / sqrtf((float)m->hd),
                                    .mask_back = mask ? mask_back : 0};
-
-    k->embed(c, m->x, m->embed, MS_DTYPE_F32, tokens, n, d);
-    for (int64_t l = 0; l < m->n_layers; l++) {
-        const layer_w *w = &m->layers[l];
-        float *kc = m->kcache + l * m->max_ctx * m->kv_dim; /* [max_ctx, kv_dim] */
-        float *vc = m->vcache + l * m->max_ctx * m->kv_dim;
-        float *kn = kc + m->len * m->kv_dim; /* the batch's K rows, written in place */
-        float *vn = vc + m->len * m->kv_dim;
-
-        k->rmsnorm(c, m->xb, m->x, w->attn_norm, n, d, eps);
-        k->linear(c, m->q, m->xb, w->wq, w->bq, n, d, m->q_dim);
-        k->linear(c, kn, m->xb, w->wk, w->bk, n, d, m->kv_dim);
-        k->linear(c, vn, m->xb, w->wv, w->bv, n, d, m->kv_dim);
-        if (w->q_norm) { /* Qwen3: RMSNorm over each head's hd values */
-            k->rmsnorm(c, m->q, m->q, w->q_norm, n * m->n_heads, m->hd, eps);
-            k->rmsnorm(c, kn, kn, w->k_norm, n * m->n_kv, m->hd, eps);
-        }
-        k->rope(c, m->q, n, m->n_heads, m->hd, m->pos, &m->rope);
-        k->rope(c, kn, n, m->n_kv, m->hd, m->pos, &m->rope);
-        k->attention(c, m->att, m->q, kc, vc, &shape, mask, m->scores);
-        k->linear(c, m->xb, m->att, w->wo, w->bo, n, m->q_dim, d);
-        k->add(c, m->x, m->xb, n * d);
-
-        k->rmsnorm(c, m->xb, m->x, w->ffn_norm, n, d, eps);
-        k->linear(c, m->hb, m->xb, w->w_gate, NULL, n, d, m->ffn);
-        k->linear(c, m->hb2, m->xb, w->w_up, NULL, n, d, m->ffn);
-        k->silu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
-        k->linear(c, m->xb, m->hb, w->w_down, NULL, n, m->ffn, d);
-        k->add(c, m->x, m->xb, n * d);
+    if (m->cuda_dev < 0) {
+        MS_TRY(run_layers(m, tokens, m->pos, mask, &shape, &m->rope, mode, logits));
+    } else {
+#ifdef MS_HAVE_CUDA
+        m->hidden_fresh = false;
+        MS_TRY(forward_cuda(m, tokens, n, mask, &shape, mode, logits));
+#endif
     }
-    k->rmsnorm(c, m->hidden, m->x, m->final_norm, n, d, eps);
-    if (mode == MS_LOGITS_LAST) k->linear(c, logits, m->hidden + (n - 1) * d, m->lm_head, NULL, 1, d, m->vocab);
-    else if (mode == MS_LOGITS_ALL) k->linear(c, logits, m->hidden, m->lm_head, NULL, n, d, m->vocab);
     m->len += n;
     m->last_n = n;
     return MS_OK;
@@ -308,17 +754,34 @@ ms_status ms_model_compact(ms_model *m, int64_t base, const int64_t *rows, int64
                     (long long)rows[i], (long long)i, (long long)base, (long long)m->len);
     }
     /* Ascending order with dst ≤ src never overwrites a row still to be read. */
-    int64_t src[64], dst[64];
-    for (int64_t at = 0; at < n; at += 64) {
-        int64_t cnt = n - at < 64 ? n - at : 64;
+    int64_t hsrc[MOVE_CHUNK], hdst[MOVE_CHUNK];
+    const bool cuda = m->cuda_dev >= 0;
+    int64_t *src = cuda ? m->h_src : hsrc, *dst = cuda ? m->h_dst : hdst;
+    for (int64_t at = 0; at < n; at += MOVE_CHUNK) {
+        int64_t cnt = n - at < MOVE_CHUNK ? n - at : MOVE_CHUNK;
         for (int64_t i = 0; i < cnt; i++) {
             src[i] = base + rows[at + i];
             dst[i] = base + at + i;
         }
-        for (int64_t l = 0; l < m->n_layers; l++) {
-            m->ops->move_rows(m->ops->ctx, m->kcache + l * m->max_ctx * m->kv_dim, m->kv_dim, src, dst, cnt);
-            m->ops->move_rows(m->ops->ctx, m->vcache + l * m->max_ctx * m->kv_dim, m->kv_dim, src, dst, cnt);
+        const int64_t *s_op = src, *d_op = dst;
+#ifdef MS_HAVE_CUDA
+        if (cuda) {
+            MS_TRY(ms_k_cuda_set_device(m->cuda_dev));
+            MS_TRY(ms_k_cuda_upload_async(m->ops, m->d_src, src, (size_t)cnt * sizeof(int64_t)));
+            MS_TRY(ms_k_cuda_upload_async(m->ops, m->d_dst, dst, (size_t)cnt * sizeof(int64_t)));
+            s_op = m->d_src;
+            d_op = m->d_dst;
         }
+#endif
+        for (int64_t l = 0; l < m->n_layers; l++) {
+            m->ops->move_rows(m->ops->ctx, el(m->kcache, l * m->max_ctx * m->kv_dim, m->es), m->kv_dim, s_op, d_op,
+                              cnt);
+            m->ops->move_rows(m->ops->ctx, el(m->vcache, l * m->max_ctx * m->kv_dim, m->es), m->kv_dim, s_op, d_op,
+                              cnt);
+        }
+#ifdef MS_HAVE_CUDA
+        if (cuda) MS_TRY(ms_k_cuda_sync(m->ops)); /* the pinned src/dst are refilled next chunk */
+#endif
     }
     m->len = base + n;
     return MS_OK;

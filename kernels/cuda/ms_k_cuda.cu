@@ -220,6 +220,7 @@ extern "C" void ms_k_cuda_ops_destroy(const ms_k_ops **ops) {
     if (c->blas) cublasDestroy(c->blas);
     ms_k_cuda_free((void **)&c->d_flags);
     ms_k_cuda_free((void **)&c->d_attn_ws);
+    ms_k_cuda_free(&c->blas_ws); /* after cublasDestroy: the handle may use it until then */
     free(c);
     *ops = NULL;
 }

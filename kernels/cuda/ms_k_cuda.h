@@ -153,6 +153,63 @@ ms_status ms_k_cuda_vocab_download_state(ms_k_cuda_vocab *v, ms_k_cuda_vocab_sta
  * download_state); the round functions add none. For tests. */
 int64_t ms_k_cuda_vocab_host_syncs(void);
 
+/* ---- model runtime support (ms_k_cuda_runtime.cu) --------------------------- */
+
+/* Make device `dev` current for this thread; MS_ERR_NOT_FOUND when absent. */
+ms_status ms_k_cuda_set_device(int dev);
+/* A non-blocking stream on the current device (*stream = its cudaStream_t);
+ * free waits for it, destroys it and nulls *stream (NULL is fine). */
+ms_status ms_k_cuda_stream_new(void **stream);
+void ms_k_cuda_stream_free(void **stream);
+/* Page-locked host memory, for staging asynchronous copies (bytes == 0 gives
+ * NULL); free nulls *p. */
+ms_status ms_k_cuda_host_alloc(void **p, size_t bytes);
+void ms_k_cuda_host_free(void **p);
+/* Copies enqueued on the table's stream, NOT complete on return: the host
+ * side must stay untouched until the stream is synchronised (ms_k_cuda_sync).
+ * Pinned host memory makes them truly asynchronous. */
+ms_status ms_k_cuda_upload_async(const ms_k_ops *ops, void *dev, const void *host, size_t bytes);
+ms_status ms_k_cuda_download_async(const ms_k_ops *ops, void *host, const void *dev, size_t bytes);
+ms_status ms_k_cuda_copy_async(const ms_k_ops *ops, void *dst, const void *src, size_t bytes);
+/* dev[0, bytes) = byte value, enqueued on the table's stream. */
+ms_status ms_k_cuda_memset_async(const ms_k_ops *ops, void *dev, int value, size_t bytes);
+
+/* y[n,m] (f32) = x[n,k] · W[m,k]ᵀ with x, W in act (the LM head: logits are
+ * never rounded to act). Enqueued on the table's stream. */
+ms_status ms_k_cuda_linear_f32out(const ms_k_ops *ops, float *y, const void *x, const void *w, int64_t n, int64_t k,
+                                  int64_t m);
+
+/* Give cuBLAS a fixed workspace of `bytes` (owned by the table, freed with
+ * it) so that no GEMM allocates: required before capturing a graph. Call
+ * after ms_k_cuda_ops (cublasSetStream resets it). 32 MiB covers Hopper. */
+#define MS_K_CUDA_BLAS_WS_BYTES ((size_t)32 << 20)
+ms_status ms_k_cuda_blas_workspace(const ms_k_ops *ops, size_t bytes);
+/* Size the split-KV attention workspace once for every call with n_q ≤ max_q
+ * queries of n_heads × head_dim over ≤ max_rows cache rows, so attention
+ * never allocates later (nothing may allocate during graph capture). */
+ms_status ms_k_cuda_attn_reserve(const ms_k_ops *ops, int64_t max_q, int64_t n_heads, int64_t head_dim,
+                                 int64_t max_rows);
+
+/* dst[i] (act dtype) = the seeded value of ms_k_cuda_random.h for i < n
+ * (mean offset, deviation scale), enqueued on the table's stream. */
+ms_status ms_k_cuda_fill_random(const ms_k_ops *ops, void *dst, int64_t n, uint64_t seed, float scale, float offset);
+
+/* CUDA graphs of a forward. begin starts a (thread-local) capture of the
+ * table's stream: ops called until end are recorded, not run, and must not
+ * allocate or synchronise. end stops it and, when *g holds an executable
+ * graph, tries cudaGraphExecUpdate with the new recording (cheap: kernel
+ * parameters such as the context length change every call); when that is
+ * refused (topology changed) or *g is NULL it instantiates a new one into
+ * *g. *event says which (MS_K_CUDA_GRAPH_*). An op error recorded during
+ * capture is returned by end (and cleared); nothing is launched then.
+ * launch enqueues *g on the table's stream. */
+typedef struct ms_k_cuda_graph ms_k_cuda_graph;
+enum { MS_K_CUDA_GRAPH_INSTANTIATED = 1, MS_K_CUDA_GRAPH_UPDATED = 2 };
+ms_status ms_k_cuda_capture_begin(const ms_k_ops *ops);
+ms_status ms_k_cuda_capture_end(const ms_k_ops *ops, ms_k_cuda_graph **g, int *event);
+ms_status ms_k_cuda_graph_launch(const ms_k_ops *ops, const ms_k_cuda_graph *g);
+void ms_k_cuda_graph_free(ms_k_cuda_graph **g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,8 @@ typedef struct {
     int n_sm;          /* multiprocessors of the device, for split decisions */
     float *d_attn_ws;  /* device: split-KV attention partials, grown on first need */
     size_t attn_ws_bytes;
+    void *blas_ws;     /* device: fixed cuBLAS workspace (ms_k_cuda_blas_workspace), or NULL */
+    size_t blas_ws_bytes;
     ms_status status;  /* first error recorded since the last ms_k_cuda_sync */
 } ms_k_cuda_ctx;
 

@@ -451,6 +451,11 @@ static ms_status cu_attention(ms_k_cuda_ctx *c, void *out, const void *q, const 
     if (splits > 1) {
         const size_t need = (size_t)(s->n_q * s->n_heads * splits) * (size_t)(s->head_dim + 2) * sizeof(float);
         if (need > c->attn_ws_bytes) { /* grows once to the largest decode shape; not per token */
+            cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+            MS_CUDA_TRY(cudaStreamIsCapturing(c->stream, &cs));
+            if (cs != cudaStreamCaptureStatusNone)
+                MS_FAIL(MS_ERR_INTERNAL, "cuda attention: workspace of %zu bytes needed while capturing a graph "
+                                         "(reserve it first: ms_k_cuda_attn_reserve)", need);
             ms_k_cuda_free((void **)&c->d_attn_ws);
             c->attn_ws_bytes = 0;
             MS_TRY(ms_k_cuda_malloc((void **)&c->d_attn_ws, need));
@@ -468,6 +473,31 @@ static ms_status cu_attention(ms_k_cuda_ctx *c, void *out, const void *q, const 
                 (T *)out, part, s->n_heads, s->head_dim, splits);
     });
     MS_CUDA_TRY(cudaGetLastError());
+    return MS_OK;
+}
+
+extern "C" ms_status ms_k_cuda_attn_reserve(const ms_k_ops *ops, int64_t max_q, int64_t n_heads, int64_t head_dim,
+                                            int64_t max_rows) {
+    ms_k_cuda_ctx *c = (ms_k_cuda_ctx *)ops->ctx;
+    if (max_q <= 0 || n_heads <= 0 || head_dim <= 0 || max_rows <= 0)
+        MS_FAIL(MS_ERR_INVALID, "cuda attn reserve: %lld queries, %lld heads, hd %lld, %lld rows", (long long)max_q,
+                (long long)n_heads, (long long)head_dim, (long long)max_rows);
+    /* cu_attention's sizing for every n_q ≤ max_q; its splits only grow with
+     * the rows seen, so max_rows gives each n_q its largest need */
+    size_t need = 0;
+    for (int64_t q = 1; q <= max_q; q++) {
+        const int sp = attn_splits(c, q * n_heads, max_rows);
+        if (sp < 2) continue;
+        size_t b;
+        if (!ms_mul_size((size_t)(q * n_heads * sp), (size_t)(head_dim + 2) * sizeof(float), &b))
+            MS_FAIL(MS_ERR_RANGE, "cuda attn reserve: workspace size overflows");
+        if (b > need) need = b;
+    }
+    if (need <= c->attn_ws_bytes) return MS_OK;
+    ms_k_cuda_free((void **)&c->d_attn_ws);
+    c->attn_ws_bytes = 0;
+    MS_TRY(ms_k_cuda_malloc((void **)&c->d_attn_ws, need));
+    c->attn_ws_bytes = need;
     return MS_OK;
 }
 
