@@ -32,6 +32,13 @@ struct ms_link {
     /* socket events (disconnects, e.g. a message over max_message_bytes,
      * and failed handshakes) so they leave a log line */
     void *monitor;
+    /* tensor transport (borrowed) and what it needs per connection */
+    ms_xfer *xfer;
+    ms_wire_xfer last_offer; /* target: the last hello's offer */
+    uint64_t tensor_seq;     /* without an xfer: the last frame-1 tensor's seq */
+    float *feat;             /* receiver: features fetched by the transport [rows, feat_dim] */
+    size_t feat_cap;         /* floats */
+    char xfer_err[256];      /* the last tensor refusal */
 };
 
 /* ---- CURVE admission (ZAP, RFC 27) ---------------------------------------- */
@@ -181,22 +188,68 @@ void ms_link_close(ms_link **pl) {
     if (l->ctx) zmq_ctx_term(l->ctx);
     ms_wire_buf_free(&l->ctrl);
     ms_wire_arena_free(&l->arena);
+    free(l->feat);
     free(l);
     *pl = NULL;
 }
 
 /* ---- send ------------------------------------------------------------------- */
 
+void ms_link_set_xfer(ms_link *l, ms_xfer *x) { l->xfer = x; }
+
+/* With a transport: a copy of m whose features are stamped with the xfer's
+ * seq and, when the transport carries them, announced instead of sent. */
+static ms_status xfer_prepare(ms_link *l, const ms_wire_msg *m, ms_wire_msg *c, bool *pending) {
+    *pending = false;
+    const float *feat = m->type == MS_WIRE_BEGIN ? m->u.begin.features
+                        : m->type == MS_WIRE_VERIFY ? m->u.verify.features
+                                                    : NULL;
+    int64_t rows = m->type == MS_WIRE_BEGIN ? m->u.begin.n_prompt : m->u.verify.n_path;
+    int64_t dim = m->type == MS_WIRE_BEGIN ? m->u.begin.feat_dim : m->u.verify.feat_dim;
+    *c = *m;
+    ms_wire_tensor ann;
+    /* the width is checked before anything moves: an NCCL send cannot be taken back */
+    MS_TRY(ms_xfer_check_width(l->xfer, dim));
+    MS_TRY(ms_xfer_send(l->xfer, feat, false, rows, &ann, &c->tensor_seq));
+    if (ann.via != MS_WIRE_VIA_HOST) {
+        c->tensor = ann;
+        if (c->type == MS_WIRE_BEGIN) c->u.begin.features = NULL;
+        else c->u.verify.features = NULL;
+        *pending = true;
+    }
+    return MS_OK;
+}
+
 static ms_status send_to(ms_link *l, const uint8_t *id, size_t id_len, const ms_wire_msg *m) {
     const void *tensor = NULL;
     size_t tensor_bytes = 0;
-    MS_TRY(ms_wire_encode(m, &l->ctrl, &tensor, &tensor_bytes));
+    ms_wire_msg copy;
+    copy.type = (ms_wire_type)0; /* unused unless prepared below */
+    bool pending = false;
+    const float *feat = m->type == MS_WIRE_BEGIN ? m->u.begin.features
+                        : m->type == MS_WIRE_VERIFY ? m->u.verify.features
+                                                    : NULL;
+    if (feat && l->xfer) {
+        MS_TRY(xfer_prepare(l, m, &copy, &pending));
+        m = &copy;
+    } else if (feat) { /* no transport: frame 1, still numbered so the receiver can order them */
+        copy = *m;
+        copy.tensor_seq = ++l->tensor_seq;
+        m = &copy;
+    }
+    ms_status st = ms_wire_encode(m, &l->ctrl, &tensor, &tensor_bytes);
+    if (st < 0) {
+        if (pending) ms_xfer_send_finish(l->xfer); /* the peer never hears of it: NCCL times out, drops */
+        return st;
+    }
     if (l->server && zmq_send(l->sock, id, id_len, ZMQ_SNDMORE) < 0) goto fail;
     if (zmq_send(l->sock, l->ctrl.data, l->ctrl.len, tensor ? ZMQ_SNDMORE : 0) < 0) goto fail;
     if (tensor && zmq_send(l->sock, tensor, tensor_bytes, 0) < 0) goto fail;
     l->counters.sent++;
+    if (pending) return ms_xfer_send_finish(l->xfer); /* NCCL: the send completes as the peer receives */
     return MS_OK;
 fail:
+    if (pending) ms_xfer_send_finish(l->xfer);
     /* EHOSTUNREACH (router: peer gone) or EAGAIN (send deadline): the
      * caller decides how loud this is. */
     MS_LOG_DEBUG("link: cannot send %s: %s", ms_wire_type_name(m->type), zmq_strerror(zmq_errno()));
@@ -281,6 +334,46 @@ static ms_status recv_frames(ms_link *l, zmq_msg_t *id, zmq_msg_t *ctrl, zmq_msg
     return MS_OK;
 }
 
+/* A begin/verify's tensor: checked against the transport (or, without one,
+ * refused when it did not come as frame 1) and fetched when it travelled by
+ * the transport. Refusals leave their reason in l->xfer_err. */
+static ms_status xfer_receive(ms_link *l, ms_wire_msg *m) {
+    const float **features = m->type == MS_WIRE_BEGIN ? &m->u.begin.features : &m->u.verify.features;
+    bool present = *features || m->tensor.via != MS_WIRE_VIA_HOST;
+    if (!present) return MS_OK;
+    if (!l->xfer) {
+        if (m->tensor.via == MS_WIRE_VIA_HOST) return MS_OK;
+        snprintf(l->xfer_err, sizeof l->xfer_err, "tensor via %s was not negotiated (this link has no transport)",
+                 m->tensor.via == MS_WIRE_VIA_IPC ? "ipc" : "nccl");
+        MS_LOG_WARN("link: refused a tensor: %s", l->xfer_err);
+        return MS_ERR_PEER;
+    }
+    float *dst = NULL;
+    if (m->tensor.via != MS_WIRE_VIA_HOST) {
+        ms_status st = ms_xfer_check(l->xfer, &m->tensor, m->tensor_seq);
+        if (st < 0) {
+            snprintf(l->xfer_err, sizeof l->xfer_err, "%s", ms_xfer_error(l->xfer));
+            return st;
+        }
+        size_t n = (size_t)m->tensor.rows * (size_t)m->tensor.cols; /* bounded by the check */
+        if (n > l->feat_cap) {
+            float *p = ms_malloc(n * sizeof(float));
+            if (!p) return MS_ERR_NOMEM;
+            free(l->feat);
+            l->feat = p;
+            l->feat_cap = n;
+        }
+        dst = l->feat;
+    }
+    ms_status st = ms_xfer_recv(l->xfer, &m->tensor, m->tensor_seq, dst);
+    if (st < 0) {
+        snprintf(l->xfer_err, sizeof l->xfer_err, "%s", ms_xfer_error(l->xfer));
+        return st;
+    }
+    if (dst) *features = dst;
+    return MS_OK;
+}
+
 ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
     if (timeout_ms < 0) timeout_ms = l->o.deadline_ms;
     const uint64_t end = ms_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -332,7 +425,10 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         }
         bool from_peer = !l->server ||
                          (l->have_peer && l->last_len == l->peer_len && !memcmp(l->last_id, l->peer_id, l->peer_len));
-        if (out->type == MS_WIRE_HELLO && l->server) return MS_OK; /* the caller decides */
+        if (out->type == MS_WIRE_HELLO && l->server) {
+            l->last_offer = out->u.hello.xfer;
+            return MS_OK; /* the caller decides */
+        }
         if (!from_peer) {
             send_error(l, l->last_id, l->last_len, out, MS_ERR_PEER, "not connected: send a hello first");
             /* A draft's heartbeats before its hello is accepted are routine. */
@@ -345,6 +441,14 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         if (out->type == MS_WIRE_HEARTBEAT) {
             l->counters.heartbeats++;
             continue;
+        }
+        if (!l->server && l->xfer && out->type == MS_WIRE_HELLO_ACK && out->u.ack.accepted &&
+            ms_xfer_adopt(l->xfer, &out->u.ack) < 0)
+            MS_LOG_WARN("link: tensor transport not adopted; features go as host frames");
+        if ((out->type == MS_WIRE_BEGIN || out->type == MS_WIRE_VERIFY) && (st = xfer_receive(l, out)) < 0) {
+            l->counters.decode_errors++;
+            send_error(l, l->last_id, l->last_len, out, MS_ERR_FORMAT, l->xfer_err);
+            return st == MS_ERR_NOMEM ? st : MS_ERR_FORMAT;
         }
         return MS_OK;
     }
@@ -360,8 +464,13 @@ ms_status ms_link_accept_peer(ms_link *l, bool accept, const char *reason) {
         l->peer_len = l->last_len;
         l->have_peer = true;
         l->last_heard_ns = ms_now_ns();
+        if (l->xfer) MS_TRY(ms_xfer_accept(l->xfer, &l->last_offer, &ack.u.ack));
     }
-    return send_to(l, l->last_id, l->last_len, &ack);
+    MS_TRY(send_to(l, l->last_id, l->last_len, &ack));
+    /* NCCL: the draft joins the communicator when it reads the ack. */
+    if (accept && l->xfer && ms_xfer_connect(l->xfer) < 0)
+        MS_LOG_WARN("link: tensor transport not connected; features go as host frames");
+    return MS_OK;
 }
 
 void ms_link_drop_peer(ms_link *l) { l->have_peer = false; }

@@ -14,6 +14,7 @@
 #define MS_LINK_H
 
 #include "ms_wire.h"
+#include "ms_xfer.h"
 
 typedef struct {
     const char *endpoint;      /* "tcp://127.0.0.1:5757", "ipc:///tmp/ms.sock" */
@@ -59,6 +60,19 @@ bool ms_link_has_peer(const ms_link *l);
 bool ms_link_peer_alive(const ms_link *l);
 /* Send a heartbeat now if one is due (both roles; also done inside recv). */
 void ms_link_tick(ms_link *l);
+
+/* Attach a tensor transport (ms_xfer.h; borrowed, outlives the link or is
+ * detached with NULL). From then on the link negotiates it: the target's
+ * ms_link_accept_peer chooses from the last hello's offer and answers in the
+ * hello_ack (then makes the NCCL communicator); the draft adopts an accepted
+ * hello_ack as it is received. Sending begin/verify features stamps the
+ * xfer's seq and moves the rows by the negotiated transport when it carries
+ * them (else as frame 1). Receiving checks every tensor announcement
+ * (ms_xfer_check) and fetches transport tensors: a refused one is answered
+ * with an error reply and MS_ERR_FORMAT is returned, like a frame that does
+ * not decode. Without an xfer, a tensor announced via ipc/nccl is refused the
+ * same way. The sender's hello offer is the caller's (ms_xfer_local). */
+void ms_link_set_xfer(ms_link *l, ms_xfer *x);
 
 /* Message counters of the link. */
 typedef struct {

@@ -27,18 +27,21 @@ enum {
     K_RID, K_ROUND, K_ROLE, K_MODEL_FP, K_TOK_FP, K_VOCAB, K_HIDDEN, K_KIND, K_WANTS, K_PID,
     K_ACCEPTED, K_REASON, K_PROMPT, K_K_PRE, K_TOPK_PRE, K_ROOT, K_TENSOR, K_N, K_TOKEN, K_PARENT,
     K_DEPTH, K_SCORE, K_STATS, K_N_PATH, K_PATH, K_BONUS, K_K_VER, K_VER_TOPK, K_CODE, K_MESSAGE,
-    K_SEQ, K_T_NS, K_COUNT
+    K_SEQ, K_T_NS, K_XFER_OFFER, K_GPU_UUID, K_HOST_ID, K_XFER_ROWS, K_IPC_MEM, K_IPC_EVENT, K_XFER, K_NCCL_ID,
+    K_COUNT
 };
 
 static const char *const key_names[K_COUNT] = {
     "rid", "round", "role", "model_fp", "tok_fp", "vocab", "hidden", "kind", "wants_features", "pid",
     "accepted", "reason", "prompt", "k_pre", "topk_pre", "root", "tensor", "n", "token", "parent",
     "depth", "score", "stats", "n_path", "path", "bonus", "k_ver", "ver_topk", "code", "message",
-    "seq", "t_ns",
+    "seq", "t_ns", "xfer_offer", "gpu_uuid", "host_id", "xfer_rows", "ipc_mem", "ipc_event", "xfer", "nccl_id",
 };
 
 #define B(k) (UINT64_C(1) << (k))
 #define B_ENV (B(K_RID) | B(K_ROUND))
+#define B_HELLO_XFER (B(K_XFER_OFFER) | B(K_GPU_UUID) | B(K_HOST_ID) | B(K_XFER_ROWS) | B(K_IPC_MEM) | B(K_IPC_EVENT))
+#define B_ACK_XFER (B(K_XFER) | B(K_NCCL_ID))
 
 /* Per type: its wire name, the keys it may carry (after "v" and "t") and which
  * of those are optional. */
@@ -48,9 +51,9 @@ static const struct {
 } type_info[MS_WIRE_TYPE_COUNT + 1] = {
     [MS_WIRE_HELLO] = {"hello",
                        B_ENV | B(K_ROLE) | B(K_MODEL_FP) | B(K_TOK_FP) | B(K_VOCAB) | B(K_HIDDEN) | B(K_KIND) |
-                           B(K_WANTS) | B(K_PID),
-                       0},
-    [MS_WIRE_HELLO_ACK] = {"hello_ack", B_ENV | B(K_ACCEPTED) | B(K_REASON), 0},
+                           B(K_WANTS) | B(K_PID) | B_HELLO_XFER,
+                       B_HELLO_XFER},
+    [MS_WIRE_HELLO_ACK] = {"hello_ack", B_ENV | B(K_ACCEPTED) | B(K_REASON) | B_ACK_XFER, B_ACK_XFER},
     [MS_WIRE_BEGIN] = {"begin", B_ENV | B(K_PROMPT) | B(K_K_PRE) | B(K_TOPK_PRE) | B(K_ROOT) | B(K_TENSOR),
                        B(K_TENSOR)},
     [MS_WIRE_TREE] = {"tree",
@@ -65,7 +68,8 @@ static const struct {
 };
 
 static const char *const stats_keys[6] = {"backbone_ns", "head_ns", "vocab_ns", "vocab_size", "covered", "emitted"};
-static const char *const tensor_keys[4] = {"seq", "dtype", "shape", "bytes"};
+static const char *const tensor_keys[5] = {"seq", "dtype", "shape", "bytes", "via"};
+static const char *const via_names[MS_WIRE_VIA_COUNT] = {"host", "ipc", "nccl"};
 
 const char *ms_wire_type_name(ms_wire_type t) {
     return (t >= MS_WIRE_HELLO && t <= MS_WIRE_HEARTBEAT) ? type_info[t].name : "?";
@@ -190,16 +194,31 @@ static void put_i32s(msgpack_packer *pk, const char *k, const int32_t *v, int64_
     msgpack_pack_array(pk, (size_t)n);
     for (int64_t i = 0; i < n; i++) msgpack_pack_int32(pk, v[i]);
 }
-static void put_tensor(msgpack_packer *pk, uint64_t seq, int64_t rows, int64_t cols, size_t bytes) {
+/* Bytes as lowercase hex (the decoder accepts exactly this form). */
+static void put_hex(msgpack_packer *pk, const char *k, const uint8_t *v, size_t n) {
+    static const char digits[] = "0123456789abcdef";
+    char buf[2 * MS_WIRE_NCCL_ID_BYTES];
+    MS_ASSERT(n <= MS_WIRE_NCCL_ID_BYTES);
+    for (size_t i = 0; i < n; i++) {
+        buf[2 * i] = digits[v[i] >> 4];
+        buf[2 * i + 1] = digits[v[i] & 15];
+    }
+    put_str(pk, k);
+    msgpack_pack_str_with_body(pk, buf, 2 * n);
+}
+/* The announcement; via host is not written (the frame-1 form of old). */
+static void put_tensor(msgpack_packer *pk, uint64_t seq, ms_wire_via via, ms_dtype dtype, int64_t rows, int64_t cols,
+                       size_t bytes) {
     put_str(pk, "tensor");
-    msgpack_pack_map(pk, 4);
+    msgpack_pack_map(pk, via == MS_WIRE_VIA_HOST ? 4 : 5);
     put_u64(pk, "seq", seq);
-    put_kstr(pk, "dtype", "F32");
+    put_kstr(pk, "dtype", ms_dtype_name(dtype));
     put_str(pk, "shape");
     msgpack_pack_array(pk, 2);
     msgpack_pack_int64(pk, rows);
     msgpack_pack_int64(pk, cols);
     put_u64(pk, "bytes", bytes);
+    if (via != MS_WIRE_VIA_HOST) put_kstr(pk, "via", via_names[via]);
 }
 
 /* A string field must be NUL-terminated within max characters. */
@@ -226,6 +245,46 @@ static ms_status check_features(const char *type, const float *f, int64_t rows, 
     size_t n;
     if (!ms_mul_size((size_t)rows, (size_t)feat_dim, &n) || !ms_mul_size(n, sizeof(float), bytes))
         MS_FAIL(MS_ERR_INVALID, "encode %s: features [%lld, %lld] overflow", type, (long long)rows, (long long)feat_dim);
+    return MS_OK;
+}
+
+/* A tensor that goes by a transport (via != host): announced, not sent here. */
+static ms_status check_announce(const char *type, const ms_wire_tensor *t, const float *f, int64_t rows,
+                                int64_t feat_dim, size_t *bytes) {
+    if ((unsigned)t->via >= MS_WIRE_VIA_COUNT) MS_FAIL(MS_ERR_INVALID, "encode %s: tensor.via %d", type, (int)t->via);
+    if (t->via == MS_WIRE_VIA_HOST) return MS_OK;
+    if (f) MS_FAIL(MS_ERR_INVALID, "encode %s: features given with tensor.via %s (the bytes go by the transport)", type,
+                   via_names[t->via]);
+    if (t->dtype != MS_DTYPE_F32 && t->dtype != MS_DTYPE_F16 && t->dtype != MS_DTYPE_BF16)
+        MS_FAIL(MS_ERR_INVALID, "encode %s: tensor dtype %s, expected F32, F16 or BF16", type, ms_dtype_name(t->dtype));
+    if (feat_dim < 1 || feat_dim > MS_WIRE_FEAT_DIM_MAX)
+        MS_FAIL(MS_ERR_INVALID, "encode %s: feat_dim %lld, expected 1..%d", type, (long long)feat_dim,
+                MS_WIRE_FEAT_DIM_MAX);
+    size_t n;
+    if (!ms_mul_size((size_t)rows, (size_t)feat_dim, &n) || !ms_mul_size(n, ms_dtype_size(t->dtype), bytes))
+        MS_FAIL(MS_ERR_INVALID, "encode %s: tensor [%lld, %lld] overflows", type, (long long)rows, (long long)feat_dim);
+    return MS_OK;
+}
+
+static bool all_zero(const uint8_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i]) return false;
+    return true;
+}
+
+/* Offer fields must be all absent (offer 0) or consistent: what decodes. */
+static ms_status check_xfer_offer(const ms_wire_xfer *x) {
+    const uint32_t known = (1u << MS_WIRE_VIA_IPC) | (1u << MS_WIRE_VIA_NCCL);
+    if (x->offer & ~known) MS_FAIL(MS_ERR_INVALID, "encode hello: xfer_offer 0x%x has unknown bits", (unsigned)x->offer);
+    MS_TRY(check_str("hello", "host_id", x->host_id, MS_WIRE_HOST_ID_MAX));
+    bool ipc = x->offer & (1u << MS_WIRE_VIA_IPC);
+    if (!x->offer && (x->host_id[0] || !all_zero(x->gpu_uuid, sizeof x->gpu_uuid)))
+        MS_FAIL(MS_ERR_INVALID, "encode hello: gpu_uuid/host_id set without an xfer_offer");
+    if (ipc ? (x->max_rows < 1 || x->max_rows > MS_WIRE_XFER_ROWS_MAX) : x->max_rows != 0)
+        MS_FAIL(MS_ERR_INVALID, "encode hello: xfer_rows %lld %s", (long long)x->max_rows,
+                ipc ? "out of 1..2^20" : "set without the ipc offer");
+    if (!ipc && (!all_zero(x->ipc_mem, sizeof x->ipc_mem) || !all_zero(x->ipc_event, sizeof x->ipc_event)))
+        MS_FAIL(MS_ERR_INVALID, "encode hello: ipc handles set without the ipc offer");
     return MS_OK;
 }
 
@@ -258,9 +317,16 @@ static ms_status check_msg(const ms_wire_msg *m, size_t *tensor_bytes) {
             h->pid > INT32_MAX)
             MS_FAIL(MS_ERR_INVALID, "encode hello: vocab %lld, hidden %lld, pid %lld out of range", (long long)h->vocab,
                     (long long)h->hidden, (long long)h->pid);
+        MS_TRY(check_xfer_offer(&h->xfer));
         break;
     }
-    case MS_WIRE_HELLO_ACK: MS_TRY(check_str(tn, "reason", m->u.ack.reason, MS_WIRE_REASON_MAX)); break;
+    case MS_WIRE_HELLO_ACK:
+        MS_TRY(check_str(tn, "reason", m->u.ack.reason, MS_WIRE_REASON_MAX));
+        if ((unsigned)m->u.ack.xfer >= MS_WIRE_VIA_COUNT)
+            MS_FAIL(MS_ERR_INVALID, "encode hello_ack: xfer %d", (int)m->u.ack.xfer);
+        if (m->u.ack.xfer != MS_WIRE_VIA_NCCL && !all_zero(m->u.ack.nccl_id, sizeof m->u.ack.nccl_id))
+            MS_FAIL(MS_ERR_INVALID, "encode hello_ack: nccl_id set but xfer is %s", via_names[m->u.ack.xfer]);
+        break;
     case MS_WIRE_CANCEL: MS_TRY(check_str(tn, "reason", m->u.cancel.reason, MS_WIRE_REASON_MAX)); break;
     case MS_WIRE_ERROR:
         if (m->u.error.code >= 0) MS_FAIL(MS_ERR_INVALID, "encode error: code %d is not an error", (int)m->u.error.code);
@@ -279,6 +345,7 @@ static ms_status check_msg(const ms_wire_msg *m, size_t *tensor_bytes) {
         MS_TRY(check_ids(tn, "prompt", b->prompt, b->n_prompt));
         MS_TRY(check_ids(tn, "topk_pre", b->topk_pre, b->n_prompt * b->k_pre));
         MS_TRY(check_features(tn, b->features, b->n_prompt, b->feat_dim, tensor_bytes));
+        MS_TRY(check_announce(tn, &m->tensor, b->features, b->n_prompt, b->feat_dim, tensor_bytes));
         break;
     }
     case MS_WIRE_TREE: {
@@ -308,6 +375,7 @@ static ms_status check_msg(const ms_wire_msg *m, size_t *tensor_bytes) {
             MS_FAIL(MS_ERR_INVALID, "encode verify: k_ver %lld, expected 0..%d", (long long)v->k_ver, MS_WIRE_TOPK_MAX);
         MS_TRY(check_ids(tn, "ver_topk", v->ver_topk, v->n_path * v->k_ver));
         MS_TRY(check_features(tn, v->features, v->n_path, v->feat_dim, tensor_bytes));
+        MS_TRY(check_announce(tn, &m->tensor, v->features, v->n_path, v->feat_dim, tensor_bytes));
         break;
     }
     case MS_WIRE_END:
@@ -333,7 +401,14 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
     sink s = {ctrl, false};
     msgpack_packer pk;
     msgpack_packer_init(&pk, &s, sink_write);
-    int n_keys = __builtin_popcountll(type_info[m->type].keys & ~B(K_TENSOR)) + 2 + (feat ? 1 : 0);
+    /* A tensor announced without a frame: via a transport (ms_xfer.h). */
+    bool announced = (m->type == MS_WIRE_BEGIN || m->type == MS_WIRE_VERIFY) && m->tensor.via != MS_WIRE_VIA_HOST;
+    int n_opt = (feat || announced) ? 1 : 0;
+    if (m->type == MS_WIRE_HELLO && m->u.hello.xfer.offer)
+        n_opt += 3 + ((m->u.hello.xfer.offer & (1u << MS_WIRE_VIA_IPC)) ? 3 : 0);
+    if (m->type == MS_WIRE_HELLO_ACK && m->u.ack.xfer != MS_WIRE_VIA_HOST)
+        n_opt += m->u.ack.xfer == MS_WIRE_VIA_NCCL ? 2 : 1;
+    int n_keys = __builtin_popcountll(type_info[m->type].keys & ~type_info[m->type].optional) + 2 + n_opt;
     msgpack_pack_map(&pk, (size_t)n_keys);
     put_i64(&pk, "v", MS_PROTO_VERSION);
     put_kstr(&pk, "t", type_info[m->type].name);
@@ -350,11 +425,23 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
         put_kstr(&pk, "kind", h->kind);
         put_bool(&pk, "wants_features", h->wants_features);
         put_i64(&pk, "pid", h->pid);
+        if (h->xfer.offer) {
+            put_u64(&pk, "xfer_offer", h->xfer.offer);
+            put_hex(&pk, "gpu_uuid", h->xfer.gpu_uuid, MS_WIRE_UUID_BYTES);
+            put_kstr(&pk, "host_id", h->xfer.host_id);
+            if (h->xfer.offer & (1u << MS_WIRE_VIA_IPC)) {
+                put_i64(&pk, "xfer_rows", h->xfer.max_rows);
+                put_hex(&pk, "ipc_mem", h->xfer.ipc_mem, MS_WIRE_IPC_HANDLE_BYTES);
+                put_hex(&pk, "ipc_event", h->xfer.ipc_event, MS_WIRE_IPC_HANDLE_BYTES);
+            }
+        }
         break;
     }
     case MS_WIRE_HELLO_ACK:
         put_bool(&pk, "accepted", m->u.ack.accepted);
         put_kstr(&pk, "reason", m->u.ack.reason);
+        if (m->u.ack.xfer != MS_WIRE_VIA_HOST) put_kstr(&pk, "xfer", via_names[m->u.ack.xfer]);
+        if (m->u.ack.xfer == MS_WIRE_VIA_NCCL) put_hex(&pk, "nccl_id", m->u.ack.nccl_id, MS_WIRE_NCCL_ID_BYTES);
         break;
     case MS_WIRE_BEGIN: {
         const ms_msg_begin *b = &m->u.begin;
@@ -362,7 +449,9 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
         put_i64(&pk, "k_pre", b->k_pre);
         put_i32s(&pk, "topk_pre", b->topk_pre, b->n_prompt * b->k_pre);
         put_i64(&pk, "root", b->root);
-        if (feat) put_tensor(&pk, m->tensor_seq, b->n_prompt, b->feat_dim, tbytes);
+        if (feat || announced)
+            put_tensor(&pk, m->tensor_seq, m->tensor.via, feat ? MS_DTYPE_F32 : m->tensor.dtype, b->n_prompt,
+                       b->feat_dim, tbytes);
         break;
     }
     case MS_WIRE_TREE: {
@@ -392,7 +481,9 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
         put_i64(&pk, "bonus", v->bonus);
         put_i64(&pk, "k_ver", v->k_ver);
         put_i32s(&pk, "ver_topk", v->ver_topk, v->n_path * v->k_ver);
-        if (feat) put_tensor(&pk, m->tensor_seq, v->n_path, v->feat_dim, tbytes);
+        if (feat || announced)
+            put_tensor(&pk, m->tensor_seq, m->tensor.via, feat ? MS_DTYPE_F32 : m->tensor.dtype, v->n_path,
+                       v->feat_dim, tbytes);
         break;
     }
     case MS_WIRE_CANCEL: put_kstr(&pk, "reason", m->u.cancel.reason); break;
@@ -672,7 +763,37 @@ typedef struct {
     ms_dtype dtype;
     int64_t rows, cols;
     uint64_t bytes;
+    ms_wire_via via;
 } tensor_info;
+
+/* A string of exactly 2n lowercase hex digits into n bytes (one spelling per
+ * value, so a decoded message re-encodes to the same bytes). */
+static ms_status rd_hex(rd *r, const char *field, uint8_t *dst, size_t n) {
+    val v = {0};
+    MS_TRY(rd_expect(r, field, V_STR, &v));
+    if (v.u != 2 * n) RFAIL(r, MS_ERR_FORMAT, "field '%s' has %llu characters, expected %zu hex digits", field,
+                            (unsigned long long)v.u, 2 * n);
+    for (size_t i = 0; i < 2 * n; i++) {
+        uint8_t c = v.s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) RFAIL(r, MS_ERR_FORMAT, "field '%s': character %zu is not a lowercase hex digit", field, i);
+        dst[i / 2] = (uint8_t)(i % 2 ? (dst[i / 2] | d) : d << 4);
+    }
+    return MS_OK;
+}
+
+static ms_status rd_via(rd *r, const char *field, ms_wire_via *out) {
+    val v = {0};
+    MS_TRY(rd_expect(r, field, V_STR, &v));
+    /* "host" is never written: absence says it, so accepting it would break canonical bytes */
+    for (int i = MS_WIRE_VIA_IPC; i < MS_WIRE_VIA_COUNT; i++)
+        if (str_is(&v, via_names[i])) {
+            *out = (ms_wire_via)i;
+            return MS_OK;
+        }
+    char buf[48];
+    RFAIL(r, MS_ERR_FORMAT, "field '%s' is '%s', expected 'ipc' or 'nccl'", field, printable(v.s, v.u, buf, sizeof(buf)));
+}
 
 static ms_status rd_tensor(rd *r, int64_t max_rows, tensor_info *t) {
     val v = {0};
@@ -680,7 +801,7 @@ static ms_status rd_tensor(rd *r, int64_t max_rows, tensor_info *t) {
     uint64_t seen = 0;
     for (uint64_t e = 0; e < v.u; e++) {
         int k = 0;
-        MS_TRY(rd_key(r, "tensor", tensor_keys, 4, 0xf, &k));
+        MS_TRY(rd_key(r, "tensor", tensor_keys, 5, 0x1f, &k));
         if (seen & B(k)) RFAIL(r, MS_ERR_FORMAT, "tensor: duplicate key '%s'", tensor_keys[k]);
         seen |= B(k);
         switch (k) {
@@ -706,9 +827,10 @@ static ms_status rd_tensor(rd *r, int64_t max_rows, tensor_info *t) {
             break;
         }
         case 3: MS_TRY(rd_u64(r, "tensor.bytes", &t->bytes)); break;
+        case 4: MS_TRY(rd_via(r, "tensor.via", &t->via)); break;
         }
     }
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 4; k++) /* "via" (4) is optional: absent = frame 1 */
         if (!(seen & B(k))) RFAIL(r, MS_ERR_FORMAT, "tensor: missing field '%s'", tensor_keys[k]);
     t->present = true;
     return MS_OK;
@@ -833,6 +955,18 @@ static ms_status rd_field(rd *r, int k, ms_wire_msg *m, dstate *d) {
     case K_MESSAGE: return rd_cstr(r, f, m->u.error.message, MS_WIRE_MESSAGE_MAX);
     case K_SEQ: return rd_u64(r, f, &m->u.heartbeat.seq);
     case K_T_NS: return rd_u64(r, f, &m->u.heartbeat.t_ns);
+    case K_XFER_OFFER:
+        MS_TRY(rd_i64(r, f, 1, (1 << MS_WIRE_VIA_IPC) | (1 << MS_WIRE_VIA_NCCL), &x));
+        if (x & 1) RFAIL(r, MS_ERR_FORMAT, "field 'xfer_offer' is %lld: bit 0 (host) is implied, never sent", (long long)x);
+        m->u.hello.xfer.offer = (uint32_t)x;
+        return MS_OK;
+    case K_GPU_UUID: return rd_hex(r, f, m->u.hello.xfer.gpu_uuid, MS_WIRE_UUID_BYTES);
+    case K_HOST_ID: return rd_cstr(r, f, m->u.hello.xfer.host_id, MS_WIRE_HOST_ID_MAX);
+    case K_XFER_ROWS: return rd_i64(r, f, 1, MS_WIRE_XFER_ROWS_MAX, &m->u.hello.xfer.max_rows);
+    case K_IPC_MEM: return rd_hex(r, f, m->u.hello.xfer.ipc_mem, MS_WIRE_IPC_HANDLE_BYTES);
+    case K_IPC_EVENT: return rd_hex(r, f, m->u.hello.xfer.ipc_event, MS_WIRE_IPC_HANDLE_BYTES);
+    case K_XFER: return rd_via(r, f, &m->u.ack.xfer);
+    case K_NCCL_ID: return rd_hex(r, f, m->u.ack.nccl_id, MS_WIRE_NCCL_ID_BYTES);
     }
     RFAIL(r, MS_ERR_INTERNAL, "no reader for key %d", k);
 }
@@ -869,7 +1003,12 @@ static ms_status finish_features(rd *r, const dstate *d, int64_t rows, const cha
         if (has_tensor) RFAIL(r, MS_ERR_FORMAT, "a tensor frame of %zu bytes came but none was announced", tensor_len);
         return MS_OK;
     }
-    if (!has_tensor) RFAIL(r, MS_ERR_FORMAT, "tensor announced (%llu bytes) but no tensor frame came", (unsigned long long)t->bytes);
+    bool framed = t->via == MS_WIRE_VIA_HOST;
+    if (framed && !has_tensor)
+        RFAIL(r, MS_ERR_FORMAT, "tensor announced (%llu bytes) but no tensor frame came", (unsigned long long)t->bytes);
+    if (!framed && has_tensor)
+        RFAIL(r, MS_ERR_FORMAT, "tensor announced via %s but a tensor frame of %zu bytes came", via_names[t->via],
+              tensor_len);
     if (t->rows != rows)
         RFAIL(r, MS_ERR_FORMAT, "tensor has %lld rows, %s is %lld", (long long)t->rows, rows_name, (long long)rows);
     size_t n = 0, bytes = 0; /* rows ≤ 2^31, cols ≤ 2^16: no overflow, but checked anyway */
@@ -877,6 +1016,10 @@ static ms_status finish_features(rd *r, const dstate *d, int64_t rows, const cha
         bytes != t->bytes)
         RFAIL(r, MS_ERR_FORMAT, "tensor announces %llu bytes, shape [%lld, %lld] %s needs %zu", (unsigned long long)t->bytes,
               (long long)t->rows, (long long)t->cols, ms_dtype_name(t->dtype), bytes);
+    if (!framed) { /* the receiver's ms_xfer checks it against the negotiation and fetches the bytes */
+        *feat_dim = t->cols;
+        return MS_OK;
+    }
     if (tensor_len != bytes)
         RFAIL(r, MS_ERR_FORMAT, "tensor frame has %zu bytes, %zu announced", tensor_len, bytes);
     if (n > 0) {
@@ -898,6 +1041,23 @@ static ms_status finish_features(rd *r, const dstate *d, int64_t rows, const cha
     }
     *features = r->a->feat;
     *feat_dim = t->cols;
+    return MS_OK;
+}
+
+static ms_wire_tensor tensor_of(const tensor_info *t) {
+    if (!t->present) return (ms_wire_tensor){0};
+    return (ms_wire_tensor){.via = t->via, .dtype = t->dtype, .rows = t->rows, .cols = t->cols, .bytes = t->bytes};
+}
+
+/* The offer keys come all together or not at all (see ms_wire.h). */
+static ms_status finish_hello(rd *r, const ms_wire_xfer *x, uint64_t seen) {
+    if (!(seen & B_HELLO_XFER)) return MS_OK;
+    if (!(seen & B(K_XFER_OFFER))) RFAIL(r, MS_ERR_FORMAT, "transport fields without 'xfer_offer'");
+    uint64_t need = B(K_XFER_OFFER) | B(K_GPU_UUID) | B(K_HOST_ID);
+    if (x->offer & (1u << MS_WIRE_VIA_IPC)) need |= B(K_XFER_ROWS) | B(K_IPC_MEM) | B(K_IPC_EVENT);
+    if (seen & B_HELLO_XFER & ~need)
+        RFAIL(r, MS_ERR_FORMAT, "field '%s' without the ipc offer", key_names[__builtin_ctzll(seen & B_HELLO_XFER & ~need)]);
+    if (need & ~seen) RFAIL(r, MS_ERR_FORMAT, "missing field '%s' of the transport offer", key_names[__builtin_ctzll(need & ~seen)]);
     return MS_OK;
 }
 
@@ -950,6 +1110,11 @@ ms_status ms_wire_decode(const void *ctrl, size_t ctrl_len, const void *tensor, 
     if (has_tensor && out->type != MS_WIRE_BEGIN && out->type != MS_WIRE_VERIFY)
         RFAIL(&r, MS_ERR_FORMAT, "a tensor frame of %zu bytes came with a message that carries none", tensor_len);
     switch (out->type) {
+    case MS_WIRE_HELLO: MS_TRY(finish_hello(&r, &out->u.hello.xfer, seen)); break;
+    case MS_WIRE_HELLO_ACK:
+        if ((out->u.ack.xfer == MS_WIRE_VIA_NCCL) != !!(seen & B(K_NCCL_ID)))
+            RFAIL(&r, MS_ERR_FORMAT, "field 'nccl_id' %s", seen & B(K_NCCL_ID) ? "without xfer 'nccl'" : "missing for xfer 'nccl'");
+        break;
     case MS_WIRE_BEGIN: {
         ms_msg_begin *b = &out->u.begin;
         b->request_id = out->request_id;
@@ -958,6 +1123,7 @@ ms_status ms_wire_decode(const void *ctrl, size_t ctrl_len, const void *tensor, 
         MS_TRY(finish_features(&r, &d, b->n_prompt, "n_prompt", tensor, tensor_len, has_tensor, &b->features,
                                &b->feat_dim));
         out->tensor_seq = d.tensor.seq;
+        out->tensor = tensor_of(&d.tensor);
         break;
     }
     case MS_WIRE_TREE: {
@@ -983,6 +1149,7 @@ ms_status ms_wire_decode(const void *ctrl, size_t ctrl_len, const void *tensor, 
         MS_TRY(finish_features(&r, &d, vm->n_path, "n_path", tensor, tensor_len, has_tensor, &vm->features,
                                &vm->feat_dim));
         out->tensor_seq = d.tensor.seq;
+        out->tensor = tensor_of(&d.tensor);
         break;
     }
     default: break;
@@ -1007,6 +1174,14 @@ static bool same_features(const float *a, int64_t da, const float *b, int64_t db
     return da == db && memcmp(a, b, (size_t)rows * (size_t)da * sizeof(float)) == 0;
 }
 
+/* A transport announcement (via != host) is the message's payload description. */
+static bool same_announce(const ms_wire_msg *a, const ms_wire_msg *b, int64_t da, int64_t db) {
+    bool ea = a->tensor.via != MS_WIRE_VIA_HOST, eb = b->tensor.via != MS_WIRE_VIA_HOST;
+    if (!ea && !eb) return true;
+    return ea == eb && a->tensor.via == b->tensor.via && a->tensor.dtype == b->tensor.dtype && da == db &&
+           a->tensor_seq == b->tensor_seq;
+}
+
 bool ms_wire_msg_equal(const ms_wire_msg *a, const ms_wire_msg *b, char *why, size_t why_cap) {
     if (why && why_cap) why[0] = '\0';
     if (a->type != b->type) DIFF("type %s vs %s", ms_wire_type_name(a->type), ms_wire_type_name(b->type));
@@ -1023,11 +1198,20 @@ bool ms_wire_msg_equal(const ms_wire_msg *a, const ms_wire_msg *b, char *why, si
         if (strcmp(x->kind, y->kind)) DIFF("hello.kind");
         if (x->wants_features != y->wants_features) DIFF("hello.wants_features");
         if (x->pid != y->pid) DIFF("hello.pid");
+        const ms_wire_xfer *p = &x->xfer, *q = &y->xfer;
+        if (p->offer != q->offer) DIFF("hello.xfer.offer");
+        if (memcmp(p->gpu_uuid, q->gpu_uuid, sizeof p->gpu_uuid)) DIFF("hello.xfer.gpu_uuid");
+        if (strcmp(p->host_id, q->host_id)) DIFF("hello.xfer.host_id");
+        if (p->max_rows != q->max_rows) DIFF("hello.xfer.max_rows");
+        if (memcmp(p->ipc_mem, q->ipc_mem, sizeof p->ipc_mem)) DIFF("hello.xfer.ipc_mem");
+        if (memcmp(p->ipc_event, q->ipc_event, sizeof p->ipc_event)) DIFF("hello.xfer.ipc_event");
         break;
     }
     case MS_WIRE_HELLO_ACK:
         if (a->u.ack.accepted != b->u.ack.accepted) DIFF("hello_ack.accepted");
         if (strcmp(a->u.ack.reason, b->u.ack.reason)) DIFF("hello_ack.reason");
+        if (a->u.ack.xfer != b->u.ack.xfer) DIFF("hello_ack.xfer");
+        if (memcmp(a->u.ack.nccl_id, b->u.ack.nccl_id, sizeof a->u.ack.nccl_id)) DIFF("hello_ack.nccl_id");
         break;
     case MS_WIRE_BEGIN: {
         const ms_msg_begin *x = &a->u.begin, *y = &b->u.begin;
@@ -1039,6 +1223,7 @@ bool ms_wire_msg_equal(const ms_wire_msg *a, const ms_wire_msg *b, char *why, si
         if (x->root != y->root) DIFF("begin.root");
         if (!same_features(x->features, x->feat_dim, y->features, y->feat_dim, x->n_prompt)) DIFF("begin.features");
         if (x->features && a->tensor_seq != b->tensor_seq) DIFF("tensor_seq");
+        if (!same_announce(a, b, x->feat_dim, y->feat_dim)) DIFF("begin.tensor (via)");
         break;
     }
     case MS_WIRE_TREE: {
@@ -1070,6 +1255,7 @@ bool ms_wire_msg_equal(const ms_wire_msg *a, const ms_wire_msg *b, char *why, si
         if (!same_i32s(x->ver_topk, y->ver_topk, x->n_path * x->k_ver)) DIFF("verify.ver_topk");
         if (!same_features(x->features, x->feat_dim, y->features, y->feat_dim, x->n_path)) DIFF("verify.features");
         if (x->features && a->tensor_seq != b->tensor_seq) DIFF("tensor_seq");
+        if (!same_announce(a, b, x->feat_dim, y->feat_dim)) DIFF("verify.tensor (via)");
         break;
     }
     case MS_WIRE_CANCEL:

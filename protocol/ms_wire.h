@@ -11,8 +11,16 @@
  * not applicable). The remaining keys may come in any order; each type's keys
  * are all required except "tensor":
  *   hello      role "target"|"draft", model_fp, tok_fp (str ≤ 128), vocab, hidden,
- *              kind (str ≤ 32), wants_features (bool), pid
- *   hello_ack  accepted (bool), reason (str ≤ 255)
+ *              kind (str ≤ 32), wants_features (bool), pid,
+ *              optional tensor-transport offer (protocol/ms_xfer.h), all absent
+ *              for a host-only peer: xfer_offer (uint, bits 1<<MS_WIRE_VIA_IPC |
+ *              1<<MS_WIRE_VIA_NCCL), gpu_uuid (32 hex), host_id (str ≤ 64),
+ *              xfer_rows (1..MS_WIRE_XFER_ROWS_MAX), ipc_mem, ipc_event (128 hex
+ *              each: cudaIpcMemHandle_t / cudaIpcEventHandle_t); gpu_uuid is
+ *              required with any bit, xfer_rows/ipc_mem/ipc_event with the ipc bit
+ *   hello_ack  accepted (bool), reason (str ≤ 255), optional xfer ("ipc"|"nccl":
+ *              the transport chosen; absent = host) and nccl_id (256 hex, the
+ *              ncclUniqueId; present exactly when xfer is "nccl")
  *   begin      prompt [n_prompt ids], k_pre, topk_pre [n_prompt·k_pre ids], root, tensor?
  *   tree       n, token [n], parent [n], depth [n], score [n] (float32),
  *              stats {backbone_ns, head_ns, vocab_ns, vocab_size, covered, emitted}
@@ -23,7 +31,11 @@
  *   error      code (a negative ms_status), message (str ≤ 1024)
  *   heartbeat  seq, t_ns (uint64)
  * Integers use MessagePack's shortest form, floats float32. The encoder always
- * sends features as F32; the decoder also accepts F16 and BF16 and converts.
+ * sends frame-1 features as F32; the decoder also accepts F16 and BF16 and
+ * converts. "tensor" may carry a fifth key, via ("ipc"|"nccl"), absent for a
+ * frame-1 tensor: the bytes then travel by the negotiated transport
+ * (ms_xfer.h), no frame 1 comes, and the decoder returns features NULL with
+ * the announcement in ms_wire_msg.tensor for ms_xfer to check and receive.
  *
  * The decoder trusts nothing: every field's type, every array length against
  * its count, every bound, no unknown type or key, no duplicate key, no
@@ -34,6 +46,7 @@
 #define MS_WIRE_H
 
 #include "ms_msg.h"
+#include "ms_tensor.h"
 
 #define MS_WIRE_FP_MAX 128       /* model_fp / tok_fp characters */
 #define MS_WIRE_KIND_MAX 32      /* hello.kind characters */
@@ -58,6 +71,38 @@ typedef enum {
 
 typedef enum { MS_WIRE_ROLE_TARGET = 1, MS_WIRE_ROLE_DRAFT } ms_wire_role;
 
+/* How a begin/verify tensor travels ("tensor".via): frame 1, CUDA IPC on one
+ * GPU, or NCCL between two GPUs (ms_xfer.h). */
+typedef enum { MS_WIRE_VIA_HOST = 0, MS_WIRE_VIA_IPC = 1, MS_WIRE_VIA_NCCL = 2 } ms_wire_via;
+#define MS_WIRE_VIA_COUNT 3
+#define MS_WIRE_UUID_BYTES 16       /* cudaDeviceProp.uuid */
+#define MS_WIRE_HOST_ID_MAX 64      /* hello.host_id characters */
+#define MS_WIRE_IPC_HANDLE_BYTES 64 /* CUDA_IPC_HANDLE_SIZE */
+#define MS_WIRE_NCCL_ID_BYTES 128   /* NCCL_UNIQUE_ID_BYTES */
+#define MS_WIRE_XFER_ROWS_MAX (INT64_C(1) << 20)
+
+/* A hello's tensor-transport offer. offer == 0: a host-only peer (none of its
+ * keys is sent, so such a hello has the same bytes as before transports). */
+typedef struct {
+    uint32_t offer;                       /* bits 1 << MS_WIRE_VIA_IPC / _NCCL (host is always possible) */
+    uint8_t gpu_uuid[MS_WIRE_UUID_BYTES]; /* the sender's GPU (required when offer != 0) */
+    char host_id[MS_WIRE_HOST_ID_MAX + 1]; /* same machine ⇔ same id ("" = unknown) */
+    int64_t max_rows;                     /* ipc: rows of the receiver's buffer; 0 otherwise */
+    uint8_t ipc_mem[MS_WIRE_IPC_HANDLE_BYTES];   /* ipc: the receiver's buffer */
+    uint8_t ipc_event[MS_WIRE_IPC_HANDLE_BYTES]; /* ipc: the event the sender records after a copy */
+} ms_wire_xfer;
+
+/* A begin/verify tensor announcement as decoded (any via); the encoder reads
+ * it only when via != MS_WIRE_VIA_HOST (then the message's features pointer
+ * is not sent: dtype/bytes come from here, rows from n_prompt/n_path, cols
+ * from feat_dim). */
+typedef struct {
+    ms_wire_via via;
+    ms_dtype dtype;    /* MS_DTYPE_F32 / F16 / BF16 */
+    int64_t rows, cols;
+    uint64_t bytes;
+} ms_wire_tensor;
+
 /* First message on a link, both ways: who I am and what I serve. */
 typedef struct {
     ms_wire_role role;
@@ -68,11 +113,14 @@ typedef struct {
     char kind[MS_WIRE_KIND_MAX + 1];   /* draft kind ("eagle", "layerskip", ...) or the target's model kind */
     bool wants_features;
     int64_t pid; /* 0..INT32_MAX */
+    ms_wire_xfer xfer; /* optional tensor-transport offer (zeroed: none) */
 } ms_wire_hello;
 
 typedef struct {
     bool accepted;
     char reason[MS_WIRE_REASON_MAX + 1];
+    ms_wire_via xfer;                          /* transport chosen by the target (host: keys absent) */
+    uint8_t nccl_id[MS_WIRE_NCCL_ID_BYTES];    /* xfer == nccl: the communicator's ncclUniqueId */
 } ms_wire_hello_ack;
 
 typedef struct {
@@ -97,6 +145,7 @@ typedef struct {
     uint64_t request_id;
     int64_t round;       /* 0 when not applicable */
     uint64_t tensor_seq; /* begin/verify with features: the sender's tensor counter ("tensor".seq) */
+    ms_wire_tensor tensor; /* begin/verify: the announcement (decoder: any via; encoder: see ms_wire_tensor) */
     union {
         ms_wire_hello hello;
         ms_wire_hello_ack ack;
