@@ -74,6 +74,13 @@ static const cfg_key g_keys[] = {
     KEY_INT("vocab.k_pre", vocab.k_pre, 3, 0, MS_CFG_TREE_MAX, "dynamic: top-K_pre target ids per prompt position"),
     KEY_INT("vocab.k_ver", vocab.k_ver, 3, 0, MS_CFG_TREE_MAX, "dynamic: top-K_ver target ids per accepted node"),
     KEY_STR("vocab.list", K_PATH, vocab.list, "", 0, "static: a microspec-freqlist file (required for static)"),
+    KEY_ENUM("vocab.stream", vocab.stream, "both", "both|context|extension",
+             "dynamic: the stream feeding the window (ablation): both = prompt + top-K_pre, then C_draft + C_ver "
+             "(the paper's); context = prompt, then the emitted tokens; extension = top-K_pre, then C_draft + C_ver. "
+             "The draft node refuses a value other than both unless vocab.mode is dynamic"),
+    KEY_ENUM("vocab.lm_head", vocab.lm_head, "gathered", "gathered|indexed",
+             "draft LM head: gathered (one GEMM over the packed active rows) or indexed (a dot product per "
+             "active id with the full head's row in place, no row copies; ablation)"),
 
     KEY_INT("tree.top_k", tree.top_k, 10, 1, MS_CFG_TREE_MAX_K, "EAGLE-2 tree: children per node and beam width"),
     KEY_INT("tree.depth", tree.depth, 5, 0, MS_CFG_TREE_MAX - 2,
@@ -93,6 +100,9 @@ static const cfg_key g_keys[] = {
     KEY_INT("link.reconnect_ms", link.reconnect_ms, 500, 10, 600000, "delay between reconnection attempts"),
     KEY_INT("link.max_message_bytes", link.max_message_bytes, 64 << 20, 65536, (int64_t)1 << 31,
             "largest message accepted on the link"),
+    KEY_ENUM("link.tensor", link.tensor, "auto", "auto|host|ipc|nccl",
+             "how eagle features cross the link: host (ZeroMQ frame), ipc (CUDA IPC, both nodes on one GPU), nccl "
+             "(two GPUs), auto (nccl for different GPUs, ipc for the same GPU, else host)"),
     KEY_BOOL("link.curve.enabled", link.curve.enabled, 0, "require ZeroMQ CURVE encryption on the link"),
     KEY_STR("link.curve.server_public", K_Z85, link.curve.server_public, "", F_SECRET,
             "the target's CURVE public key (40 Z85 characters, e.g. from zmq_curve_keypair)"),

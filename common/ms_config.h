@@ -79,6 +79,8 @@ typedef struct {
         char mode[MS_CFG_ENUM_MAX];     /* "dynamic" | "static" | "full" */
         int64_t w_max, k_pre, k_ver;
         char list[PATH_MAX];            /* static: a microspec-freqlist file */
+        char stream[MS_CFG_ENUM_MAX];   /* dynamic: "both" | "context" | "extension" (window-stream ablation) */
+        char lm_head[MS_CFG_ENUM_MAX];  /* "gathered" | "indexed" (LM-head ablation) */
     } vocab;
     struct {
         int64_t top_k, depth, total;
@@ -88,6 +90,7 @@ typedef struct {
     struct {
         char endpoint[MS_CFG_NAME_MAX]; /* tcp://HOST:PORT | ipc://PATH */
         int64_t deadline_ms, heartbeat_ms, reconnect_ms, max_message_bytes;
+        char tensor[MS_CFG_ENUM_MAX];   /* "auto" | "host" | "ipc" | "nccl": how eagle features travel */
         struct {
             bool enabled;
             char server_public[MS_CFG_Z85_LEN + 1], server_secret[MS_CFG_Z85_LEN + 1];

@@ -93,8 +93,10 @@ int main(int argc, char **argv) {
     ms_k_cpu_set_threads((int)cfg.draft.threads);
 
     ms_dft_opts o = ms_dft_opts_default();
-    if (!ms_draft_kind_parse(cfg.draft.kind, &o.kind) || !ms_vocab_mode_parse(cfg.vocab.mode, &o.vocab)) {
-        MS_LOG_ERROR("%s: bad draft.kind '%s' or vocab.mode '%s'", cfg.source, cfg.draft.kind, cfg.vocab.mode);
+    if (!ms_draft_kind_parse(cfg.draft.kind, &o.kind) || !ms_vocab_mode_parse(cfg.vocab.mode, &o.vocab) ||
+        !ms_vocab_stream_parse(cfg.vocab.stream, &o.stream) || !ms_dft_head_parse(cfg.vocab.lm_head, &o.lm_head)) {
+        MS_LOG_ERROR("%s: bad draft.kind '%s', vocab.mode '%s', vocab.stream '%s' or vocab.lm_head '%s'", cfg.source,
+                     cfg.draft.kind, cfg.vocab.mode, cfg.vocab.stream, cfg.vocab.lm_head);
         return 2;
     }
     o.model_dir = o.kind == MS_DRAFT_LAYERSKIP ? cfg.target.model : cfg.draft.model;
@@ -107,10 +109,15 @@ int main(int argc, char **argv) {
     o.tree.total = cfg.tree.total;
     o.tree.chain = cfg.tree.chain;
     o.max_ctx = cfg.draft.max_ctx;
+    /* lm / layerskip models run on draft.device; an EAGLE head is CPU-only
+     * (draft.device then only selects the feature transport below) */
+    if (o.kind != MS_DRAFT_EAGLE) o.device = cfg.draft.device;
+    else if (strcmp(cfg.draft.device, "cpu")) MS_LOG_INFO("draft: the eagle head runs on the CPU (draft.device %s)", cfg.draft.device);
 
     int rc = 1;
     ms_dft *dft = NULL;
     ms_link *link = NULL;
+    ms_xfer *xfer = NULL;
     char tok_fp[17], model_fp[17];
     char *model_cfg = ms_path_join(o.model_dir, "config.json");
     if (!model_cfg || ms_link_fingerprint_file(model_cfg, model_fp) < 0) goto done;
@@ -147,6 +154,18 @@ int main(int argc, char **argv) {
     hello.u.hello.hidden = ms_dft_hidden(dft);
     hello.u.hello.wants_features = n.port.wants_features;
     hello.u.hello.pid = (int64_t)getpid();
+    if (n.port.wants_features) {
+        /* eagle: offer a device transport for the target's features (link.tensor).
+         * The head takes host f32 today, so a GPU transport downloads them. */
+        ms_xfer_opts xo = {.device = strncmp(cfg.draft.device, "cuda:", 5) ? -1 : atoi(cfg.draft.device + 5),
+                           .max_rows = MS_TREE_MAX,
+                           .feat_dim = ms_dft_hidden(dft),
+                           .dtype = MS_DTYPE_F32,
+                           .deadline_ms = (int)cfg.link.deadline_ms};
+        if (!ms_xfer_kind_parse(cfg.link.tensor, &xo.policy) || ms_xfer_new(&xo, true, &xfer) < 0) goto done;
+        ms_link_set_xfer(link, xfer);
+        hello.u.hello.xfer = ms_xfer_local(xfer).wire;
+    }
 
     bool joined = false;
     uint64_t next_hello = 0;
@@ -222,6 +241,7 @@ int main(int argc, char **argv) {
 done:
     free(model_cfg);
     ms_link_close(&link);
+    ms_xfer_free(&xfer);
     ms_dft_free(&dft);
     return rc;
 }

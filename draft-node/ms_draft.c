@@ -13,6 +13,7 @@ struct ms_dft {
     ms_model *lm; /* lm and layerskip */
     ms_eagle *eg; /* eagle */
     ms_vocab *vocab;
+    const float *W; /* [V, d] the full LM head (not owned): read by id when o.lm_head is indexed */
     const ms_k_ops *ops;
     int64_t V, d, max_ctx, max_batch;
 
@@ -78,6 +79,23 @@ bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out) {
     return false;
 }
 
+const char *ms_dft_head_name(ms_dft_head h) {
+    switch (h) {
+    case MS_DFT_HEAD_GATHERED: return "gathered";
+    case MS_DFT_HEAD_INDEXED: return "indexed";
+    }
+    return "?";
+}
+
+bool ms_dft_head_parse(const char *s, ms_dft_head *out) {
+    for (int k = MS_DFT_HEAD_GATHERED; k <= MS_DFT_HEAD_INDEXED; k++)
+        if (!strcmp(s, ms_dft_head_name((ms_dft_head)k))) {
+            *out = (ms_dft_head)k;
+            return true;
+        }
+    return false;
+}
+
 int64_t ms_dft_vocab(const ms_dft *d) { return d->V; }
 int64_t ms_dft_hidden(const ms_dft *d) { return d->d; }
 const ms_vocab *ms_dft_vocabulary(const ms_dft *d) { return d->vocab; }
@@ -106,8 +124,18 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     if (!o->model_dir) MS_FAIL(MS_ERR_INVALID, "draft: no model directory given");
     if (o->kind == MS_DRAFT_EAGLE && !o->target_dir)
         MS_FAIL(MS_ERR_INVALID, "draft kind eagle needs the target directory (its embedding and LM head)");
+    int cuda_dev;
+    MS_TRY(ms_model_device_parse(o->device, &cuda_dev));
+    if (o->kind == MS_DRAFT_EAGLE && cuda_dev >= 0)
+        MS_FAIL(MS_ERR_UNSUPPORTED, "draft kind eagle runs on the CPU only (device \"%s\" requested); "
+                                    "use lm or layerskip on a GPU", o->device);
     if (o->vocab == MS_VOCAB_STATIC && !o->vocab_list)
         MS_FAIL(MS_ERR_INVALID, "vocabulary mode static needs a list file (build one with microspec-freqlist)");
+    if ((unsigned)o->stream > MS_VOCAB_STREAM_EXTENSION || (unsigned)o->lm_head > MS_DFT_HEAD_INDEXED)
+        MS_FAIL(MS_ERR_INVALID, "draft: unknown window stream %d or LM head %d", (int)o->stream, (int)o->lm_head);
+    if (o->stream != MS_VOCAB_STREAM_BOTH && o->vocab != MS_VOCAB_DYNAMIC)
+        MS_FAIL(MS_ERR_INVALID, "window stream %s only applies to vocabulary mode dynamic (got %s)",
+                ms_vocab_stream_name(o->stream), ms_vocab_mode_name(o->vocab));
     ms_dft *d = ms_calloc(1, sizeof *d);
     if (!d) return MS_ERR_NOMEM;
     d->o = *o;
@@ -123,7 +151,10 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         d->max_batch = ms_eagle_max_batch(d->eg);
         W = ms_eagle_lm_head(d->eg);
     } else {
-        ms_model_opts mo = {.max_ctx = o->max_ctx, .n_layers = o->kind == MS_DRAFT_LAYERSKIP ? o->layers : 0};
+        ms_model_opts mo = {.max_ctx = o->max_ctx,
+                            .n_layers = o->kind == MS_DRAFT_LAYERSKIP ? o->layers : 0,
+                            .device = o->device,
+                            .act = o->act};
         if (o->kind == MS_DRAFT_LAYERSKIP && o->layers <= 0) {
             ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "layerskip draft: layers must be ≥ 1, got %lld",
                        (long long)o->layers);
@@ -135,7 +166,11 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         d->d = ms_model_config(d->lm)->hidden_size;
         d->max_ctx = ms_model_max_ctx(d->lm);
         d->max_batch = ms_model_max_batch(d->lm);
-        W = ms_model_lm_head(d->lm);
+        W = ms_model_lm_head(d->lm); /* CUDA: a host f32 copy */
+        if (!W) {
+            s = MS_ERR_NOMEM;
+            goto fail;
+        }
     }
     if (d->V < o->tree.top_k) {
         ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "draft vocabulary of %lld ids is smaller than top_k %lld",
@@ -143,14 +178,17 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         s = MS_ERR_INVALID;
         goto fail;
     }
+    d->W = W;
+    /* indexed head: the vocabulary keeps maps only (no packed rows, no gathers) */
+    const float *W_rows = o->lm_head == MS_DFT_HEAD_INDEXED ? NULL : W;
     switch (o->vocab) {
     case MS_VOCAB_FULL: s = ms_vocab_new_full(W, d->V, d->d, &d->vocab); break;
-    case MS_VOCAB_DYNAMIC: s = ms_vocab_new_dynamic(W, d->V, d->d, o->w_max, &d->vocab); break;
+    case MS_VOCAB_DYNAMIC: s = ms_vocab_new_dynamic(W_rows, d->V, d->d, o->w_max, &d->vocab); break;
     case MS_VOCAB_STATIC: {
         int32_t *ids = NULL;
         int64_t k = 0;
         s = ms_vocab_load_list(o->vocab_list, d->V, &ids, &k);
-        if (s >= 0) s = ms_vocab_new_static(W, d->V, d->d, ids, k, &d->vocab);
+        if (s >= 0) s = ms_vocab_new_static(W_rows, d->V, d->d, ids, k, &d->vocab);
         free(ids);
         break;
     }
@@ -166,9 +204,11 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         s = MS_ERR_NOMEM;
         goto fail;
     }
-    MS_LOG_INFO("draft: kind %s%s, vocabulary %s (%lld of %lld rows), tree %s k=%lld depth=%lld total=%lld",
+    MS_LOG_INFO("draft: kind %s%s, vocabulary %s (%lld of %lld rows, stream %s, head %s), tree %s k=%lld "
+                "depth=%lld total=%lld",
                 ms_draft_kind_name(o->kind), o->kind == MS_DRAFT_LAYERSKIP ? " (first layers)" : "",
                 ms_vocab_mode_name(o->vocab), (long long)ms_vocab_w_max(d->vocab), (long long)d->V,
+                ms_vocab_stream_name(o->stream), ms_dft_head_name(o->lm_head),
                 o->tree.chain ? "chain" : "eagle2", (long long)o->tree.top_k, (long long)o->tree.depth,
                 (long long)o->tree.total);
     *out = d;
@@ -181,20 +221,34 @@ fail:
 /* ---- the draft's LM head over the active vocabulary ---------------------- */
 
 /* For n hidden rows: logits over the active rows, log-softmax over them, the
- * k best as ids. Fewer than k active rows: padded with −inf entries. */
+ * k best as ids. Fewer than k active rows: padded with −inf entries (the last
+ * real one repeated; with an empty window — extension stream, K_pre = 0 —
+ * every entry is the root token at −inf). */
 static void head_topk(ms_dft *d, const float *hid, int64_t n, int64_t k, int32_t *ids, float *logp) {
     const float *rows;
     const int32_t *id_of;
     int64_t n_act;
     uint64_t t0 = ms_now_ns();
     ms_vocab_rows(d->vocab, &rows, &n_act, &id_of);
-    d->ops->linear(d->ops->ctx, d->head, hid, rows, NULL, n, d->d, n_act);
+    if (n_act > 0) {
+        if (d->o.lm_head == MS_DFT_HEAD_INDEXED)
+            ms_vocab_logits_indexed(d->vocab, d->W, hid, n, d->head);
+        else
+            d->ops->linear(d->ops->ctx, d->head, hid, rows, NULL, n, d->d, n_act);
+    }
     int64_t kk = k < n_act ? k : n_act;
     for (int64_t r = 0; r < n; r++) {
         float *row = d->head + r * n_act;
-        ms_k_log_softmax(row, row, n_act);
-        ms_k_topk(row, n_act, kk, d->top_slot, d->top_val);
+        if (kk > 0) {
+            ms_k_log_softmax(row, row, n_act);
+            ms_k_topk(row, n_act, kk, d->top_slot, d->top_val);
+        }
         for (int64_t j = 0; j < k; j++) {
+            if (kk == 0) {
+                ids[r * k + j] = d->root;
+                logp[r * k + j] = -INFINITY;
+                continue;
+            }
             int64_t src = j < kk ? j : kk - 1;
             int32_t slot = d->top_slot[src];
             ids[r * k + j] = id_of ? id_of[slot] : slot;
@@ -290,7 +344,7 @@ static ms_status port_begin(void *ctx, const ms_msg_begin *m) {
 
     uint64_t t0 = ms_now_ns();
     ms_vocab_reset(d->vocab);
-    MS_TRY(ms_vocab_init_stream(d->vocab, m->prompt, m->n_prompt, m->topk_pre, m->k_pre));
+    MS_TRY(ms_vocab_begin_stream(d->vocab, d->o.stream, m->prompt, m->n_prompt, m->topk_pre, m->k_pre));
     uint64_t vocab_ns = ms_now_ns() - t0;
 
     if (d->eg) MS_TRY(ms_eagle_truncate(d->eg, 0));
@@ -390,7 +444,8 @@ static int64_t emitted_tokens(const ms_dft *d, const ms_msg_verify *m, int32_t *
 }
 
 /* Coverage of the emitted tokens against the vocabulary the tree was drafted
- * from, then the stream additions C_draft and C_ver (DESIGN §5). */
+ * from, then the stream additions: C_draft and C_ver (DESIGN §5), or the
+ * emitted tokens for the context-only stream. */
 static ms_status apply_vocab(ms_dft *d, const ms_msg_verify *m, ms_draft_stats *into) {
     int32_t emitted[MS_TREE_MAX + 1];
     int64_t n_emit = emitted_tokens(d, m, emitted);
@@ -399,7 +454,8 @@ static ms_status apply_vocab(ms_dft *d, const ms_msg_verify *m, ms_draft_stats *
     uint64_t t0 = ms_now_ns();
     int32_t c_draft[MS_TREE_MAX];
     int64_t n_draft = ms_tree_distinct_ids(&d->tree, c_draft);
-    MS_TRY(ms_vocab_append_round(d->vocab, c_draft, n_draft, m->ver_topk, m->n_path, m->k_ver));
+    MS_TRY(ms_vocab_stream_round(d->vocab, d->o.stream, c_draft, n_draft, emitted, n_emit, m->ver_topk, m->n_path,
+                                 m->k_ver));
     into->vocab_ns += ms_now_ns() - t0;
     return MS_OK;
 }

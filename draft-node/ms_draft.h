@@ -16,10 +16,18 @@
 #define MS_DRAFT_H
 
 #include "ms_msg.h"
+#include "ms_tensor.h"
 #include "ms_tree.h"
 #include "ms_vocab.h"
 
 typedef enum { MS_DRAFT_LM = 0, MS_DRAFT_EAGLE, MS_DRAFT_LAYERSKIP } ms_draft_kind;
+
+/* How the draft's LM head reads the active rows (the LM-head ablation):
+ * gathered — one GEMM over the packed [|I|, d] rows kept by the vocabulary
+ * (rows copied in when an id enters); indexed — a dot product per active slot
+ * with W[id] read in place from the full head: no packed buffer, no row copies
+ * (the window bookkeeping still runs). Same logits up to float rounding. */
+typedef enum { MS_DFT_HEAD_GATHERED = 0, MS_DFT_HEAD_INDEXED } ms_dft_head;
 
 typedef struct {
     ms_draft_kind kind;
@@ -31,6 +39,11 @@ typedef struct {
     int64_t w_max;          /* dynamic: window size W_max (default 3072) */
     ms_tree_params tree;    /* default EAGLE-2 10/5/60 */
     int64_t max_ctx;        /* draft KV rows (0: the model's default) */
+    const char *device;     /* lm / layerskip: "cpu" (NULL) | "cuda" | "cuda:N" (ms_model_opts.device);
+                               eagle heads run on the CPU only: a CUDA device is refused */
+    ms_dtype act;           /* CUDA activation dtype (0: BF16) */
+    ms_vocab_stream stream; /* dynamic: which stream feeds the window (default both = the paper's) */
+    ms_dft_head lm_head;    /* default gathered */
 } ms_dft_opts;
 
 typedef struct ms_dft ms_dft;
@@ -39,6 +52,8 @@ ms_dft_opts ms_dft_opts_default(void);
 const char *ms_draft_kind_name(ms_draft_kind k);
 bool ms_draft_kind_parse(const char *s, ms_draft_kind *out);
 bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out);
+const char *ms_dft_head_name(ms_dft_head h); /* "gathered" / "indexed" */
+bool ms_dft_head_parse(const char *s, ms_dft_head *out);
 
 ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out);
 void ms_dft_free(ms_dft **d);

@@ -340,6 +340,63 @@ ms_status ms_vocab_append_distinct(ms_vocab *v, const int32_t *ids, int64_t n) {
     return MS_OK;
 }
 
+/* ---- window-stream ablation ------------------------------------------------ */
+
+const char *ms_vocab_stream_name(ms_vocab_stream s) {
+    switch (s) {
+    case MS_VOCAB_STREAM_BOTH: return "both";
+    case MS_VOCAB_STREAM_CONTEXT: return "context";
+    case MS_VOCAB_STREAM_EXTENSION: return "extension";
+    }
+    return "?";
+}
+
+bool ms_vocab_stream_parse(const char *s, ms_vocab_stream *out) {
+    for (int k = MS_VOCAB_STREAM_BOTH; k <= MS_VOCAB_STREAM_EXTENSION; k++)
+        if (!strcmp(s, ms_vocab_stream_name((ms_vocab_stream)k))) {
+            *out = (ms_vocab_stream)k;
+            return true;
+        }
+    return false;
+}
+
+ms_status ms_vocab_begin_stream(ms_vocab *v, ms_vocab_stream stream, const int32_t *prompt, int64_t n_prompt,
+                                const int32_t *topk_pre, int64_t k_pre) {
+    switch (stream) {
+    case MS_VOCAB_STREAM_BOTH: return ms_vocab_init_stream(v, prompt, n_prompt, topk_pre, k_pre);
+    case MS_VOCAB_STREAM_CONTEXT: return ms_vocab_init_stream(v, prompt, n_prompt, NULL, 0);
+    case MS_VOCAB_STREAM_EXTENSION: {
+        /* the top-K_pre rows still come one per prompt position */
+        if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
+        if (n_prompt < 0 || k_pre < 0)
+            MS_FAIL(MS_ERR_INVALID, "vocab begin_stream: negative prompt length %lld or K_pre %lld",
+                    (long long)n_prompt, (long long)k_pre);
+        size_t n_pre;
+        if (!ms_mul_size((size_t)n_prompt, (size_t)k_pre, &n_pre) || n_pre > INT64_MAX)
+            MS_FAIL(MS_ERR_INVALID, "vocab begin_stream: n_prompt·K_pre overflows");
+        MS_TRY(check_ids(v, "begin_stream top-K_pre", topk_pre, (int64_t)n_pre));
+        ms_vocab_reset(v);
+        union_begin(v);
+        for (size_t i = 0; i < n_pre; i++) union_push(v, topk_pre[i]);
+        return MS_OK;
+    }
+    }
+    MS_FAIL(MS_ERR_INVALID, "vocab begin_stream: unknown stream %d", (int)stream);
+}
+
+ms_status ms_vocab_stream_round(ms_vocab *v, ms_vocab_stream stream, const int32_t *tree_ids, int64_t n_tree,
+                                const int32_t *emitted, int64_t n_emit, const int32_t *ver_topk, int64_t n_path,
+                                int64_t k_ver) {
+    switch (stream) {
+    case MS_VOCAB_STREAM_BOTH:
+    case MS_VOCAB_STREAM_EXTENSION: return ms_vocab_append_round(v, tree_ids, n_tree, ver_topk, n_path, k_ver);
+    case MS_VOCAB_STREAM_CONTEXT: return ms_vocab_append(v, emitted, n_emit);
+    }
+    MS_FAIL(MS_ERR_INVALID, "vocab stream_round: unknown stream %d", (int)stream);
+}
+
+/* ---- rows and maps ---------------------------------------------------------- */
+
 void ms_vocab_rows(const ms_vocab *v, const float **rows, int64_t *n, const int32_t **id_of) {
     if (rows) *rows = v->mode == MS_VOCAB_FULL ? v->W : v->rows;
     if (n) *n = v->n;
@@ -376,6 +433,28 @@ void ms_vocab_take_entering(ms_vocab *v, const int32_t **slots, const int32_t **
     if (slots) *slots = v->take_slots;
     if (ids) *ids = v->take_ids;
     if (n) *n = m;
+}
+
+/* Σ a[i]·b[i] over d floats in 8 interleaved partial sums (a fixed order,
+ * so the result does not depend on the caller). */
+static float dot_f32(const float *a, const float *b, int64_t d) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= d; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    for (; i < d; i++) acc[i & 7] += a[i] * b[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void ms_vocab_logits_indexed(const ms_vocab *v, const float *W, const float *hid, int64_t n, float *out) {
+    MS_ASSERT(W && (hid || n == 0) && (out || n == 0));
+    const int64_t m = v->n, d = v->d;
+    /* slot-outer: each W row is read once for all n hidden rows */
+    for (int64_t s = 0; s < m; s++) {
+        int64_t id = v->mode == MS_VOCAB_FULL ? s : v->id_of[s];
+        const float *w = W + (size_t)id * (size_t)d;
+        for (int64_t r = 0; r < n; r++) out[(size_t)r * (size_t)m + (size_t)s] = dot_f32(hid + (size_t)r * (size_t)d, w, d);
+    }
 }
 
 ms_vocab_counters ms_vocab_counters_get(const ms_vocab *v) { return v->ctr; }

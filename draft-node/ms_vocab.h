@@ -85,6 +85,33 @@ ms_status ms_vocab_append_round(ms_vocab *v, const int32_t *tree_ids, int64_t n_
  * result arrives. Validated first. Full/static: no-op. */
 ms_status ms_vocab_append_distinct(ms_vocab *v, const int32_t *ids, int64_t n);
 
+/* ---- window-stream ablation (which stream feeds the dynamic window) ---- */
+
+/* MS_VOCAB_STREAM_BOTH: the paper's definition (DESIGN §5): S_init = prompt
+ *   ids ⊕ top-K_pre union; each round C_draft ⊕ C_ver.
+ * MS_VOCAB_STREAM_CONTEXT: S_init = the prompt ids; each round the tokens
+ *   the target emitted (accepted path tokens then the bonus, in order, not
+ *   deduplicated, like the prompt). No top-K_pre, C_draft or C_ver.
+ * MS_VOCAB_STREAM_EXTENSION: S_init = the top-K_pre union only (no prompt
+ *   ids); each round C_draft ⊕ C_ver. With K_pre = 0 the window starts empty.
+ * The window is always Unique(Suffix(S, W_max)); only S differs. */
+typedef enum { MS_VOCAB_STREAM_BOTH = 0, MS_VOCAB_STREAM_CONTEXT, MS_VOCAB_STREAM_EXTENSION } ms_vocab_stream;
+
+const char *ms_vocab_stream_name(ms_vocab_stream s); /* "both" / "context" / "extension" */
+bool ms_vocab_stream_parse(const char *s, ms_vocab_stream *out);
+
+/* Dynamic: reset, then S_init of `stream` (above). BOTH is exactly
+ * ms_vocab_init_stream. Validated first. Full/static: no-op. */
+ms_status ms_vocab_begin_stream(ms_vocab *v, ms_vocab_stream stream, const int32_t *prompt, int64_t n_prompt,
+                                const int32_t *topk_pre, int64_t k_pre);
+/* Dynamic: one round's stream additions of `stream`: BOTH / EXTENSION are
+ * exactly ms_vocab_append_round(tree_ids, ver_topk); CONTEXT appends
+ * emitted [n_emit] (path tokens then bonus) as ms_vocab_append. The inputs a
+ * stream does not use are not read. Full/static: no-op. */
+ms_status ms_vocab_stream_round(ms_vocab *v, ms_vocab_stream stream, const int32_t *tree_ids, int64_t n_tree,
+                                const int32_t *emitted, int64_t n_emit, const int32_t *ver_topk, int64_t n_path,
+                                int64_t k_ver);
+
 /* Packed rows of the current vocabulary: *rows [*n, d] (NULL when created
  * with W == NULL), *id_of [*n] maps slot → id (NULL for full: identity).
  * Pointers are valid until the next append/reset/free. Any output may be NULL. */
@@ -101,6 +128,14 @@ int32_t ms_vocab_id_at(const ms_vocab *v, int64_t slot); /* 0 ≤ slot < size, e
  * owned by the vocabulary, valid until the next append/reset/take. O(pairs).
  * Full/static: *n = 0. */
 void ms_vocab_take_entering(ms_vocab *v, const int32_t **slots, const int32_t **ids, int64_t *n);
+
+/* Indexed LM head (the ablation's naive variant, no packed buffer): for
+ * each active slot s < ms_vocab_size, out[r, s] = hid[r] · W[id_at(s)]
+ * (full: id = s), reading the row of the full head W [V, d] by id.
+ * hid [n, d], out [n, |I|] row-major. Works whether or not the vocabulary
+ * was created with W (create it with W = NULL to skip all row copies). The
+ * dot products accumulate in float, in 8 interleaved partial sums. */
+void ms_vocab_logits_indexed(const ms_vocab *v, const float *W, const float *hid, int64_t n, float *out);
 
 /* Work counters (tests, stats): stream entries appended, rows gathered from W
  * (ids entering), rows moved by swap-remove. Cumulative since creation. */

@@ -31,6 +31,7 @@ typedef struct {
     ms_model *model;
     ms_tgt *tgt;
     ms_link *link;
+    ms_xfer *xfer; /* eagle: how the features reach the draft (link.tensor) */
     ms_remote *remote;
     char tok_fp[17];
     int64_t V, d;
@@ -294,7 +295,7 @@ int main(int argc, char **argv) {
     int rc = 1;
     ms_http *http = NULL;
     if (ms_tok_load_dir(c->target.model, &s.tok) < 0 || ms_link_fingerprint_tokenizer(c->target.model, s.tok_fp) < 0) goto done;
-    ms_model_opts mo = {.max_ctx = c->target.max_ctx};
+    ms_model_opts mo = {.max_ctx = c->target.max_ctx, .device = c->target.device}; /* "cpu" | "cuda:N" */
     if (ms_model_load(c->target.model, &mo, &s.model) < 0 || ms_tgt_new(s.model, &s.tgt) < 0) goto done;
     s.V = ms_model_vocab(s.model);
     s.d = ms_model_config(s.model)->hidden_size;
@@ -309,6 +310,18 @@ int main(int argc, char **argv) {
                            .server_secret = c->link.curve.server_secret,
                            .client_public = c->link.curve.client_public};
         if (ms_link_bind(&lo, &s.link) < 0) goto done;
+        if (!strcmp(c->draft.kind, "eagle")) {
+            /* The target's features are host f32 today: on a GPU the transport
+             * uploads them (see ms_xfer.h). Rows per message: a verify path;
+             * longer begin prompts go as host frames. */
+            ms_xfer_opts xo = {.device = strncmp(c->target.device, "cuda:", 5) ? -1 : atoi(c->target.device + 5),
+                               .max_rows = MS_TREE_MAX,
+                               .feat_dim = s.d,
+                               .dtype = MS_DTYPE_F32,
+                               .deadline_ms = (int)c->link.deadline_ms};
+            if (!ms_xfer_kind_parse(c->link.tensor, &xo.policy) || ms_xfer_new(&xo, false, &s.xfer) < 0) goto done;
+            ms_link_set_xfer(s.link, s.xfer);
+        }
         if (ms_remote_new(s.link, (int)c->link.deadline_ms, !strcmp(c->draft.kind, "eagle"), on_hello, &s, &s.remote) < 0)
             goto done;
         if (pthread_create(&s.pump, NULL, pump_main, &s) != 0) {
@@ -350,6 +363,7 @@ done:
     free(s.link_us);
     ms_remote_free(&s.remote);
     ms_link_close(&s.link);
+    ms_xfer_free(&s.xfer);
     ms_tgt_free(&s.tgt);
     ms_model_free(&s.model);
     ms_tok_free(&s.tok);

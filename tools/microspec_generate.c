@@ -35,6 +35,9 @@ static void usage(FILE *f) {
             "      --seed S           sampling seed (default 42)\n"
             "      --max-ctx N        KV cache rows (default min(max_position_embeddings, 4096))\n"
             "      --threads N        CPU GEMM threads (default 1)\n"
+            "      --device D         cpu | cuda | cuda:N: where the target runs (default cpu)\n"
+            "      --draft-device D   where an lm / layerskip draft runs (default: --device; eagle: cpu only)\n"
+            "      --dtype T          CUDA activations and weights: bf16 | f16 (default bf16)\n"
             "      --echo             print the prompt text before the continuation\n"
             "      --no-bos           do not prepend BOS to a raw prompt\n"
             "      --ignore-eos       keep generating past end-of-sequence tokens\n"
@@ -42,8 +45,14 @@ static void usage(FILE *f) {
             "Batch evaluation:\n"
             "      --prompts-jsonl F  one prompt per line: Spec-Bench (turns[0]) or HumanEval (prompt)\n"
             "      --first N          only the first N lines (default all)\n"
+            "      --turns 1|2|all    Spec-Bench turns per line (default 1). Turn k is its own generation\n"
+            "                         (fresh KV, whole context prefilled) on the conversation so far:\n"
+            "                         --chat: the template of [user t1, assistant a1, ..., user tk], a_j =\n"
+            "                         turn j's output decoded without special tokens, whitespace-stripped;\n"
+            "                         raw: turn k-1's prompt ids + its generated ids + encode(\"\\n\\n\" + tk)\n"
             "      --quiet            do not print the generated text\n"
-            "      --stats-out F      per-prompt statistics as JSON lines; a summary goes to stdout\n"
+            "      --stats-out F      per-turn statistics as JSON lines (turn, question_id and category\n"
+            "                         when the line has them, times in s); a summary goes to stdout\n"
             "\n"
             "Speculative decoding (output unchanged; only speed and acceptance change):\n"
             "      --draft DIR        draft model directory (lm: a small model with the same tokenizer;\n"
@@ -53,6 +62,12 @@ static void usage(FILE *f) {
             "      --vocab MODE       full | static | dynamic (default dynamic = MicroSpec)\n"
             "      --vocab-list F     static: id list from microspec-freqlist\n"
             "      --w-max N          dynamic window W_max (default 3072)\n"
+            "      --vocab-stream S   dynamic: the stream that feeds the window (ablation):\n"
+            "                         both (prompt + top-K_pre, then C_draft + C_ver per round; default),\n"
+            "                         context (prompt, then the tokens emitted each round),\n"
+            "                         extension (top-K_pre, then C_draft + C_ver per round)\n"
+            "      --lm-head H        gathered (one GEMM over the packed active rows; default) |\n"
+            "                         indexed (a dot product per active id with W[id] in place, no row copies)\n"
             "      --k-pre N          top-K_pre target ids per prompt position (default 3)\n"
             "      --k-ver N          top-K_ver target ids per accepted node (default 3)\n"
             "      --tree-k N         children per node / beam width (default 10)\n"
@@ -75,11 +90,14 @@ typedef struct {
     ms_tok_decoder dec;
     ms_status err;
     bool quiet;
+    ms_ids *collect; /* when set, every emitted id is also appended here */
 } printer;
 
 /* Token callback: decode and write each batch of emitted tokens as it comes. */
 static bool print_tokens(void *ctx, const int32_t *ids, int64_t n) {
     printer *pr = ctx;
+    for (int64_t i = 0; pr->collect && i < n; i++)
+        if ((pr->err = ms_ids_push(pr->collect, ids[i])) < 0) return false;
     if (pr->quiet) return true;
     char buf[512];
     for (int64_t i = 0; i < n; i++) {
@@ -97,13 +115,62 @@ static bool print_tokens(void *ctx, const int32_t *ids, int64_t n) {
     return true;
 }
 
-/* Prompts from a JSON-lines file: Spec-Bench rows give turns[0], HumanEval
+/* One line of a --prompts-jsonl file: its turns (Spec-Bench turns[], or a
+ * HumanEval prompt as one turn) and, when the line has them, its id and
+ * category (written into the --stats-out lines). */
+typedef struct {
+    char **turns;
+    int64_t n_turns;
+    char *id;       /* question_id (integer or string) or task_id as text; NULL if absent */
+    char *category; /* NULL if absent */
+} question;
+
+static void questions_free(question *q, int64_t n) {
+    for (int64_t i = 0; q && i < n; i++) {
+        for (int64_t t = 0; t < q[i].n_turns; t++) free(q[i].turns[t]);
+        free(q[i].turns);
+        free(q[i].id);
+        free(q[i].category);
+    }
+    free(q);
+}
+
+/* Fill *q from one parsed line; a message names what is wrong. */
+static const char *question_from_json(json_t *row, question *q) {
+    json_t *turns = json_object_get(row, "turns");
+    if (turns) {
+        if (!json_is_array(turns) || json_array_size(turns) == 0) return "turns is not a non-empty array";
+        for (size_t t = 0; t < json_array_size(turns); t++)
+            if (!json_is_string(json_array_get(turns, t))) return "turns has an entry that is not a string";
+    } else if (!json_is_string(json_object_get(row, "prompt"))) {
+        return "no string turns[0] or prompt field";
+    }
+    int64_t n = turns ? (int64_t)json_array_size(turns) : 1;
+    q->turns = ms_calloc((size_t)n, sizeof *q->turns);
+    if (!q->turns) return "out of memory";
+    for (int64_t t = 0; t < n; t++) {
+        json_t *v = turns ? json_array_get(turns, (size_t)t) : json_object_get(row, "prompt");
+        if (!(q->turns[t] = strdup(json_string_value(v)))) return "out of memory";
+        q->n_turns = t + 1;
+    }
+    json_t *id = json_object_get(row, "question_id");
+    if (!id) id = json_object_get(row, "task_id");
+    char buf[32];
+    if (json_is_integer(id)) snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(id));
+    const char *ids = json_is_integer(id) ? buf : json_is_string(id) ? json_string_value(id) : NULL;
+    if (ids && !(q->id = strdup(ids))) return "out of memory";
+    json_t *cat = json_object_get(row, "category");
+    if (json_is_string(cat) && !(q->category = strdup(json_string_value(cat)))) return "out of memory";
+    return NULL;
+}
+
+/* Questions from a JSON-lines file: Spec-Bench rows give turns[], HumanEval
  * rows give prompt. Each line is validated; a bad line names file:line. */
-static ms_status load_jsonl_prompts(const char *path, int64_t first, char ***out, int64_t *n_out) {
+static ms_status load_jsonl_prompts(const char *path, int64_t first, question **out, int64_t *n_out) {
     char *text;
     size_t len;
     MS_TRY(ms_read_file(path, &text, &len));
-    char **list = NULL;
+    question *list = NULL;
     int64_t n = 0, cap = 0, line = 0;
     ms_status st = MS_OK;
     for (char *p = text; *p && n < first;) {
@@ -113,18 +180,9 @@ static ms_status load_jsonl_prompts(const char *path, int64_t first, char ***out
         if (ll > 0) {
             json_error_t je;
             json_t *row = json_loadb(p, ll, 0, &je);
-            json_t *turns = row ? json_object_get(row, "turns") : NULL;
-            json_t *v = json_is_array(turns) ? json_array_get(turns, 0) : row ? json_object_get(row, "prompt") : NULL;
-            if (!json_is_string(v)) {
-                json_decref(row);
-                ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s:%lld: %s", path, (long long)line,
-                           row ? "no string turns[0] or prompt field" : je.text);
-                st = MS_ERR_FORMAT;
-                break;
-            }
             if (n == cap) {
                 cap = cap ? 2 * cap : 64;
-                char **l2 = ms_realloc(list, (size_t)cap * sizeof *l2);
+                question *l2 = ms_realloc(list, (size_t)cap * sizeof *l2);
                 if (!l2) {
                     json_decref(row);
                     st = MS_ERR_NOMEM;
@@ -132,15 +190,21 @@ static ms_status load_jsonl_prompts(const char *path, int64_t first, char ***out
                 }
                 list = l2;
             }
-            list[n++] = strdup(json_string_value(v));
+            memset(&list[n], 0, sizeof list[n]);
+            const char *why = !json_is_object(row) ? (row ? "not a JSON object" : je.text) : question_from_json(row, &list[n]);
+            n++; /* freed with the list even when incomplete */
             json_decref(row);
+            if (why) {
+                ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s:%lld: %s", path, (long long)line, why);
+                st = MS_ERR_FORMAT;
+                break;
+            }
         }
         p = eol ? eol + 1 : p + ll;
     }
     free(text);
     if (st < 0) {
-        for (int64_t i = 0; i < n; i++) free(list[i]);
-        free(list);
+        questions_free(list, n);
         return st;
     }
     if (n == 0) MS_FAIL(MS_ERR_FORMAT, "%s: no prompts", path);
@@ -149,19 +213,42 @@ static ms_status load_jsonl_prompts(const char *path, int64_t first, char ***out
     return MS_OK;
 }
 
+/* Spec-Bench's post-processing of an answer before it becomes the assistant
+ * message of the next turn: the text without special tokens, stripped of
+ * surrounding whitespace (ASCII). Padded LM-head ids (≥ the tokenizer's
+ * size) have no text and are dropped. */
+static ms_status answer_text(const ms_tok *tok, const ms_ids *gen, char **out) {
+    ms_ids keep = {0};
+    ms_status st = MS_OK;
+    for (int64_t i = 0; i < gen->n && st >= 0; i++)
+        if (gen->v[i] < ms_tok_vocab_size(tok)) st = ms_ids_push(&keep, gen->v[i]);
+    char *text = NULL;
+    if (st >= 0) st = ms_tok_decode_all(tok, keep.v, keep.n, true, &text);
+    ms_ids_free(&keep);
+    if (st < 0) return st;
+    size_t a = 0, e = strlen(text);
+    while (a < e && strchr(" \t\n\r\v\f", text[a])) a++;
+    while (e > a && strchr(" \t\n\r\v\f", text[e - 1])) e--;
+    memmove(text, text + a, e - a);
+    text[e - a] = '\0';
+    *out = text;
+    return MS_OK;
+}
+
 /* Aggregates over prompts, following the Spec-Bench conventions
- * (eagle2-frspec-notes §5.4): tokens/s is the mean over prompts of
- * new_tokens / wall time (prefill included). */
+ * (eagle2-frspec-notes §5.4): tokens/s is the mean over questions of
+ * Σ_turns new_tokens / Σ_turns wall time (prefill included). */
 typedef struct {
-    int64_t prompts, new_tokens, rounds, vocab_sum, vocab_max, spec_rounds, covered, emitted;
+    int64_t prompts, turns, new_tokens, rounds, vocab_sum, vocab_max, spec_rounds, covered, emitted;
     int64_t accepted_ge[MS_TREE_MAX + 1];
     double tps_sum, wall, draft_s, head_s, vocab_s, verify_s, accept_s;
     float link_us[1 << 16];
     int64_t n_link;
 } summary;
 
+/* One turn's counters; summary_question closes a question. */
 static void summary_add(summary *u, const ms_gen_stats *s) {
-    u->prompts++;
+    u->turns++;
     u->new_tokens += s->new_tokens;
     u->rounds += s->rounds;
     u->spec_rounds += s->spec_rounds;
@@ -170,7 +257,6 @@ static void summary_add(summary *u, const ms_gen_stats *s) {
     u->covered += s->covered;
     u->emitted += s->emitted;
     for (int64_t d = 1; d <= MS_TREE_MAX; d++) u->accepted_ge[d] += s->accepted_ge[d];
-    u->tps_sum += s->total_s > 0 ? (double)s->new_tokens / s->total_s : 0.0;
     u->wall += s->total_s;
     u->draft_s += s->draft_backbone_s;
     u->head_s += s->draft_head_s;
@@ -181,10 +267,16 @@ static void summary_add(summary *u, const ms_gen_stats *s) {
         u->link_us[u->n_link++] = s->link_us[i];
 }
 
+static void summary_question(summary *u, int64_t new_tokens, double wall_s) {
+    u->prompts++;
+    u->tps_sum += wall_s > 0 ? (double)new_tokens / wall_s : 0.0;
+}
+
 static void summary_print(const summary *u, bool spec, FILE *f) {
     double rounds = u->rounds > 0 ? (double)u->rounds : 1.0, sr = u->spec_rounds > 0 ? (double)u->spec_rounds : 1.0;
-    fprintf(f, "prompts: %lld, new tokens: %lld, wall: %.3f s, tokens/s (mean over prompts): %.1f\n",
-            (long long)u->prompts, (long long)u->new_tokens, u->wall, u->prompts ? u->tps_sum / (double)u->prompts : 0.0);
+    fprintf(f, "prompts: %lld", (long long)u->prompts);
+    if (u->turns != u->prompts) fprintf(f, " (%lld turns)", (long long)u->turns);
+    fprintf(f, ", new tokens: %lld, wall: %.3f s, tokens/s (mean over prompts): %.1f\n", (long long)u->new_tokens, u->wall, u->prompts ? u->tps_sum / (double)u->prompts : 0.0);
     /* as ms_gen_stats_mean_accepted: each round emits 1 + its accepted depth */
     double emitted = (double)u->rounds;
     for (int64_t d = 1; d <= MS_TREE_MAX; d++) emitted += (double)u->accepted_ge[d];
@@ -205,15 +297,30 @@ static void summary_print(const summary *u, bool spec, FILE *f) {
             u->accept_s / rounds * 1e6);
 }
 
-static void write_stats_line(FILE *f, int64_t index, const ms_gen_stats *s) {
+/* A JSON string value (the id and category come from the input file). */
+static void put_json_str(FILE *f, const char *key, const char *v) {
+    if (!v) return;
+    json_t *j = json_string(v);
+    char *e = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    if (e) fprintf(f, ", \"%s\": %s", key, e);
+    free(e);
+    json_decref(j);
+}
+
+static void write_stats_line(FILE *f, int64_t index, int64_t turn, const question *q, const ms_gen_stats *s) {
+    fprintf(f, "{\"index\": %lld, \"turn\": %lld", (long long)index, (long long)turn);
+    put_json_str(f, "question_id", q->id);
+    put_json_str(f, "category", q->category);
     fprintf(f,
-            "{\"index\": %lld, \"prompt_tokens\": %lld, \"new_tokens\": %lld, \"rounds\": %lld, \"spec_rounds\": %lld, "
+            ", \"prompt_tokens\": %lld, \"new_tokens\": %lld, \"rounds\": %lld, \"spec_rounds\": %lld, "
             "\"mean_accepted\": %.4f, \"coverage\": %.4f, \"vocab_mean\": %.1f, \"vocab_max\": %lld, "
-            "\"wall_s\": %.6f, \"prefill_s\": %.6f, \"stop\": \"%s\", \"draft_failed\": %s}\n",
-            (long long)index, (long long)s->prompt_tokens, (long long)s->new_tokens, (long long)s->rounds,
+            "\"wall_s\": %.6f, \"prefill_s\": %.6f, \"draft_backbone_s\": %.6f, \"draft_head_s\": %.6f, "
+            "\"vocab_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f, \"stop\": \"%s\", \"draft_failed\": %s}\n",
+            (long long)s->prompt_tokens, (long long)s->new_tokens, (long long)s->rounds,
             (long long)s->spec_rounds, ms_gen_stats_mean_accepted(s), ms_gen_stats_coverage(s),
             s->spec_rounds ? (double)s->vocab_sum / (double)s->spec_rounds : 0.0, (long long)s->vocab_max, s->total_s,
-            s->prefill_s, s->stop_reason, s->draft_failed ? "true" : "false");
+            s->prefill_s, s->draft_backbone_s, s->draft_head_s, s->vocab_s, s->verify_s, s->accept_s, s->stop_reason,
+            s->draft_failed ? "true" : "false");
 }
 
 int main(int argc, char **argv) {
@@ -224,15 +331,17 @@ int main(int argc, char **argv) {
     int64_t max_tokens = 256, steps = -1, max_ctx = 0, threads = 1, seed = 42;
     double temperature = 0.0, top_p = 1.0;
     bool chat = false, echo = false, no_bos = false, ignore_eos = false, quiet = false;
-    const char *prompts_jsonl = NULL, *stats_out = NULL;
-    int64_t first = INT64_MAX;
+    const char *prompts_jsonl = NULL, *stats_out = NULL, *vocab_stream = NULL, *lm_head = "gathered";
+    int64_t first = INT64_MAX, max_turns = 1;
     ms_gen_params gp = ms_gen_params_default();
     ms_dft_opts dopt = ms_dft_opts_default();
+    const char *device = "cpu", *draft_device = NULL;
+    ms_dtype act = MS_DTYPE_BF16;
 
     enum {
         O_STEPS = 1000, O_TOPP, O_SEED, O_MAXCTX, O_THREADS, O_ECHO, O_NOBOS, O_IGNEOS, O_DRAFT, O_DKIND,
-        O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_CHAIN, O_JSONL, O_FIRST,
-        O_QUIET, O_STATSOUT
+        O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_CHAIN, O_JSONL, O_FIRST,
+        O_QUIET, O_STATSOUT, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},        {"prompt", required_argument, 0, 'p'},
@@ -251,6 +360,10 @@ int main(int argc, char **argv) {
         {"chain", no_argument, 0, O_CHAIN},          {"prompts-jsonl", required_argument, 0, O_JSONL},
         {"first", required_argument, 0, O_FIRST},    {"quiet", no_argument, 0, O_QUIET},
         {"stats-out", required_argument, 0, O_STATSOUT}, {"help", no_argument, 0, 'h'},
+        {"vocab-stream", required_argument, 0, O_VSTREAM}, {"lm-head", required_argument, 0, O_LMHEAD},
+        {"turns", required_argument, 0, O_TURNS},
+        {"device", required_argument, 0, O_DEVICE}, {"draft-device", required_argument, 0, O_DDEVICE},
+        {"dtype", required_argument, 0, O_DTYPE},
         {0, 0, 0, 0}};
     int c;
     bool spec_flags = false;
@@ -285,6 +398,18 @@ int main(int argc, char **argv) {
         case O_TDEPTH: ok = parse_i64(optarg, "--tree-depth", 0, 62, &dopt.tree.depth); break;
         case O_TTOTAL: ok = parse_i64(optarg, "--tree-total", 2, MS_TREE_MAX, &dopt.tree.total); break;
         case O_CHAIN: dopt.tree.chain = true; break;
+        case O_VSTREAM: vocab_stream = optarg; break;
+        case O_LMHEAD: lm_head = optarg; break;
+        case O_DEVICE: device = optarg; break;
+        case O_DDEVICE: draft_device = optarg; break;
+        case O_DTYPE:
+            ok = ms_dtype_parse_float(optarg, &act) && (act == MS_DTYPE_BF16 || act == MS_DTYPE_F16);
+            if (!ok) fprintf(stderr, "microspec-generate: --dtype must be bf16 or f16, got '%s'\n", optarg);
+            break;
+        case O_TURNS:
+            if (!strcmp(optarg, "all")) max_turns = INT64_MAX;
+            else ok = parse_i64(optarg, "--turns", 1, 2, &max_turns);
+            break;
         case O_JSONL: prompts_jsonl = optarg; break;
         case O_FIRST: ok = parse_i64(optarg, "--first", 1, 1 << 24, &first); break;
         case O_QUIET: quiet = true; break;
@@ -302,6 +427,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "microspec-generate: --model DIR is required (see --help)\n");
         return 2;
     }
+    if (!draft_device) draft_device = device;
+    int cuda_dev, draft_cuda_dev;
+    if (ms_model_device_parse(device, &cuda_dev) < 0 || ms_model_device_parse(draft_device, &draft_cuda_dev) < 0)
+        return 2;
+#ifndef MS_HAVE_CUDA
+    if (cuda_dev >= 0 || draft_cuda_dev >= 0) {
+        fprintf(stderr, "microspec-generate: device '%s' needs CUDA, but this program was built without CUDA\n",
+                cuda_dev >= 0 ? device : draft_device);
+        return 2;
+    }
+#endif
     bool speculative = draft_dir || draft_kind || spec_flags;
     if (speculative) {
         if (!draft_kind) draft_kind = draft_dir ? "lm" : "layerskip";
@@ -313,6 +449,20 @@ int main(int argc, char **argv) {
             fprintf(stderr, "microspec-generate: --vocab must be full, static or dynamic, got '%s'\n", vocab_mode);
             return 2;
         }
+        if (vocab_stream && !ms_vocab_stream_parse(vocab_stream, &dopt.stream)) {
+            fprintf(stderr, "microspec-generate: --vocab-stream must be both, context or extension, got '%s'\n",
+                    vocab_stream);
+            return 2;
+        }
+        if (vocab_stream && dopt.vocab != MS_VOCAB_DYNAMIC) {
+            fprintf(stderr, "microspec-generate: --vocab-stream only applies to --vocab dynamic (the window), not %s\n",
+                    vocab_mode);
+            return 2;
+        }
+        if (!ms_dft_head_parse(lm_head, &dopt.lm_head)) {
+            fprintf(stderr, "microspec-generate: --lm-head must be gathered or indexed, got '%s'\n", lm_head);
+            return 2;
+        }
         if (dopt.kind != MS_DRAFT_LAYERSKIP && !draft_dir) {
             fprintf(stderr, "microspec-generate: --draft-kind %s needs --draft DIR\n", draft_kind);
             return 2;
@@ -322,6 +472,13 @@ int main(int argc, char **argv) {
         dopt.target_dir = model_dir;
         dopt.vocab_list = vocab_list;
         dopt.max_ctx = max_ctx;
+        dopt.device = draft_device;
+        dopt.act = act;
+        if (dopt.kind == MS_DRAFT_EAGLE && draft_cuda_dev >= 0) {
+            fprintf(stderr, "microspec-generate: an eagle draft runs on the CPU only: add --draft-device cpu "
+                            "(the target may stay on '%s')\n", device);
+            return 2;
+        }
     }
     ms_k_cpu_set_threads((int)threads);
 
@@ -339,12 +496,16 @@ int main(int argc, char **argv) {
     ms_dft *dft = NULL;
     ms_ids ids = {0};
     char *rendered = NULL;
-    char **plist = NULL;
+    question *plist = NULL;
     int64_t n_prompts = 0;
+    ms_ids gen = {0};        /* the ids a turn emitted */
+    char **answers = NULL;   /* chat: each finished turn's answer text [n_answers] */
+    int64_t n_answers = 0;
+    ms_chat_msg *msgs = NULL;
     FILE *stats_f = NULL;
 
     if (ms_tok_load_dir(model_dir, &tok) < 0) goto done;
-    ms_model_opts mo = {.max_ctx = max_ctx};
+    ms_model_opts mo = {.max_ctx = max_ctx, .device = device, .act = act};
     if (ms_model_load(model_dir, &mo, &model) < 0) goto done;
     const int64_t V = ms_model_vocab(model);
     if (ms_tok_vocab_size(tok) > V) {
@@ -379,8 +540,10 @@ int main(int argc, char **argv) {
     } else {
         plist = ms_calloc(1, sizeof *plist);
         if (!plist) goto done;
-        plist[0] = strdup(prompt);
         n_prompts = 1;
+        plist[0].turns = ms_calloc(1, sizeof(char *));
+        if (!plist[0].turns || !(plist[0].turns[0] = strdup(prompt))) goto done;
+        plist[0].n_turns = 1;
     }
     if (stats_out && !(stats_f = fopen(stats_out, "w"))) {
         MS_LOG_ERROR("%s: cannot write: %s", stats_out, strerror(errno));
@@ -388,78 +551,128 @@ int main(int argc, char **argv) {
     }
 
     static summary sum; /* large: the link samples */
+    uint64_t request_id = 0;
     for (int64_t pi = 0; pi < n_prompts; pi++) {
+        const question *q = &plist[pi];
+        const int64_t n_turns = q->n_turns < max_turns ? q->n_turns : max_turns;
+        int64_t q_new = 0;
+        double q_wall = 0.0;
+        bool q_ran = false;
+        free(answers);
+        free(msgs);
+        n_answers = 0;
+        answers = ms_calloc((size_t)n_turns, sizeof *answers);
+        msgs = ms_calloc((size_t)(2 * n_turns + 1), sizeof *msgs);
+        if (!answers || !msgs) goto done;
+        n_answers = n_turns;
         ids.n = 0;
-        free(rendered);
-        rendered = NULL;
-        if (chat) {
-            ms_chat_msg msgs[2];
-            int64_t nm = 0;
-            if (system_msg) msgs[nm++] = (ms_chat_msg){MS_ROLE_SYSTEM, system_msg};
-            msgs[nm++] = (ms_chat_msg){MS_ROLE_USER, plist[pi]};
-            if (ms_chat_render(ms_tok_chat_kind(tok), msgs, nm, true, &rendered) < 0) goto done;
-            if (ms_tok_encode(tok, rendered, strlen(rendered), true, &ids) < 0) goto done;
-        } else {
-            if (!no_bos && ms_tok_bos(tok) >= 0 && ms_ids_push(&ids, ms_tok_bos(tok)) < 0) goto done;
-            if (ms_tok_encode(tok, plist[pi], strlen(plist[pi]), false, &ids) < 0) goto done;
-        }
-        if (ids.n == 0) {
-            MS_LOG_ERROR("prompt %lld: empty prompt and no BOS token: nothing to condition on", (long long)pi);
-            goto done;
-        }
-        int64_t budget = max_tokens;
-        if (steps >= 0) budget = steps + 1 > ids.n ? steps + 1 - ids.n : 0;
-        if (ids.n >= ms_model_max_ctx(model)) {
-            MS_LOG_WARN("prompt %lld: %lld tokens leave no room in the %lld-row context; skipped", (long long)pi,
-                        (long long)ids.n, (long long)ms_model_max_ctx(model));
-            continue;
-        }
-        gp.max_new_tokens = budget;
+        for (int64_t t = 0; t < n_turns; t++) {
+            /* The context of turn t: the conversation so far (see --help). */
+            free(rendered);
+            rendered = NULL;
+            if (chat) {
+                int64_t nm = 0;
+                if (system_msg) msgs[nm++] = (ms_chat_msg){MS_ROLE_SYSTEM, system_msg};
+                for (int64_t j = 0; j < t; j++) {
+                    msgs[nm++] = (ms_chat_msg){MS_ROLE_USER, q->turns[j]};
+                    msgs[nm++] = (ms_chat_msg){MS_ROLE_ASSISTANT, answers[j]};
+                }
+                msgs[nm++] = (ms_chat_msg){MS_ROLE_USER, q->turns[t]};
+                if (ms_chat_render(ms_tok_chat_kind(tok), msgs, nm, true, &rendered) < 0) goto done;
+                ids.n = 0;
+                if (ms_tok_encode(tok, rendered, strlen(rendered), true, &ids) < 0) goto done;
+            } else if (t == 0) {
+                if (!no_bos && ms_tok_bos(tok) >= 0 && ms_ids_push(&ids, ms_tok_bos(tok)) < 0) goto done;
+                if (ms_tok_encode(tok, q->turns[0], strlen(q->turns[0]), false, &ids) < 0) goto done;
+            } else {
+                /* ids = turn t−1's prompt ⊕ its generated ids (appended below) */
+                size_t len = strlen(q->turns[t]) + 3;
+                rendered = ms_malloc(len);
+                if (!rendered) goto done;
+                snprintf(rendered, len, "\n\n%s", q->turns[t]);
+                if (ms_tok_encode(tok, rendered, strlen(rendered), false, &ids) < 0) goto done;
+            }
+            if (ids.n == 0) {
+                MS_LOG_ERROR("prompt %lld: empty prompt and no BOS token: nothing to condition on", (long long)pi);
+                goto done;
+            }
+            int64_t budget = max_tokens;
+            if (steps >= 0) budget = steps + 1 > ids.n ? steps + 1 - ids.n : 0;
+            if (ids.n >= ms_model_max_ctx(model)) {
+                MS_LOG_WARN("prompt %lld turn %lld: %lld tokens leave no room in the %lld-row context; skipped",
+                            (long long)pi, (long long)t + 1, (long long)ids.n, (long long)ms_model_max_ctx(model));
+                break; /* later turns only grow */
+            }
+            gp.max_new_tokens = budget;
 
-        printer pr = {.tok = tok, .quiet = quiet};
-        ms_tok_decoder_init(&pr.dec);
-        if (echo) {
-            if (!print_tokens(&pr, ids.v, ids.n)) goto done;
-        } else {
-            pr.dec.prev_id = ids.v[ids.n - 1];
+            gen.n = 0;
+            printer pr = {.tok = tok, .quiet = quiet, .collect = &gen};
+            ms_tok_decoder_init(&pr.dec);
+            if (echo) {
+                pr.collect = NULL;
+                if (!print_tokens(&pr, ids.v, ids.n)) goto done;
+                pr.collect = &gen;
+            } else {
+                pr.dec.prev_id = ids.v[ids.n - 1];
+            }
+            ms_gen_stats st;
+            ms_draft_port port;
+            if (dft) port = ms_dft_port(dft);
+            if (ms_tgt_generate(tgt, dft ? &port : NULL, ++request_id, ids.v, ids.n, &gp, print_tokens, &pr, &st) < 0)
+                goto done;
+            if (pr.err < 0) goto done;
+            if (!quiet) {
+                char tail[16];
+                size_t n = 0;
+                ms_tok_decode_flush(&pr.dec, tail, sizeof tail, &n);
+                fwrite(tail, 1, n, stdout);
+                fputc('\n', stdout);
+                fflush(stdout);
+            }
+            double decode_s = st.total_s - st.prefill_s;
+            if (n_prompts == 1 && n_turns == 1) {
+                fprintf(stderr,
+                        "prompt tokens: %lld, prefill: %.2f ms (%.1f tok/s), generated: %lld (%s), decode: %.1f tok/s\n",
+                        (long long)st.prompt_tokens, st.prefill_s * 1e3,
+                        st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0, (long long)st.new_tokens,
+                        st.stop_reason, decode_s > 0 ? (double)st.new_tokens / decode_s : 0.0);
+                if (dft) ms_gen_stats_print(&st, stderr);
+            } else {
+                fprintf(stderr, "\r[%lld/%lld] turn %lld: prompt %lld tokens, %lld new, accepted %.2f, %.1f tok/s   ",
+                        (long long)pi + 1, (long long)n_prompts, (long long)t + 1, (long long)st.prompt_tokens,
+                        (long long)st.new_tokens, ms_gen_stats_mean_accepted(&st),
+                        st.total_s > 0 ? (double)st.new_tokens / st.total_s : 0.0);
+            }
+            summary_add(&sum, &st);
+            q_new += st.new_tokens;
+            q_wall += st.total_s;
+            q_ran = true;
+            if (stats_f) write_stats_line(stats_f, pi, t + 1, q, &st);
+            if (t + 1 == n_turns) break;
+            /* carry the turn into the next one's context */
+            if (chat) {
+                if (answer_text(tok, &gen, &answers[t]) < 0) goto done;
+            } else {
+                for (int64_t i = 0; i < gen.n; i++)
+                    if (ms_ids_push(&ids, gen.v[i]) < 0) goto done;
+            }
         }
-        ms_gen_stats st;
-        ms_draft_port port;
-        if (dft) port = ms_dft_port(dft);
-        if (ms_tgt_generate(tgt, dft ? &port : NULL, (uint64_t)pi + 1, ids.v, ids.n, &gp, print_tokens, &pr, &st) < 0)
-            goto done;
-        if (pr.err < 0) goto done;
-        if (!quiet) {
-            char tail[16];
-            size_t n = 0;
-            ms_tok_decode_flush(&pr.dec, tail, sizeof tail, &n);
-            fwrite(tail, 1, n, stdout);
-            fputc('\n', stdout);
-            fflush(stdout);
+        if (q_ran) summary_question(&sum, q_new, q_wall);
+        for (int64_t t = 0; t < n_answers; t++) {
+            free(answers[t]);
+            answers[t] = NULL;
         }
-        double decode_s = st.total_s - st.prefill_s;
-        if (n_prompts == 1) {
-            fprintf(stderr,
-                    "prompt tokens: %lld, prefill: %.2f ms (%.1f tok/s), generated: %lld (%s), decode: %.1f tok/s\n",
-                    (long long)st.prompt_tokens, st.prefill_s * 1e3,
-                    st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0, (long long)st.new_tokens,
-                    st.stop_reason, decode_s > 0 ? (double)st.new_tokens / decode_s : 0.0);
-            if (dft) ms_gen_stats_print(&st, stderr);
-        } else {
-            fprintf(stderr, "\r[%lld/%lld] prompt %lld tokens, %lld new, accepted %.2f, %.1f tok/s   ",
-                    (long long)pi + 1, (long long)n_prompts, (long long)st.prompt_tokens, (long long)st.new_tokens,
-                    ms_gen_stats_mean_accepted(&st), st.total_s > 0 ? (double)st.new_tokens / st.total_s : 0.0);
-        }
-        summary_add(&sum, &st);
-        if (stats_f) write_stats_line(stats_f, pi, &st);
     }
-    if (n_prompts > 1) fputc('\n', stderr);
+    if (n_prompts > 1 || max_turns > 1) fputc('\n', stderr);
     if (prompts_jsonl || stats_out) summary_print(&sum, dft != NULL, stdout);
     rc = 0;
 done:
     if (stats_f) fclose(stats_f);
-    for (int64_t i = 0; i < n_prompts; i++) free(plist[i]);
-    free(plist);
+    for (int64_t t = 0; answers && t < n_answers; t++) free(answers[t]);
+    questions_free(plist, n_prompts);
+    free(answers);
+    free(msgs);
+    ms_ids_free(&gen);
     free(rendered);
     free(prompt_buf);
     ms_ids_free(&ids);
