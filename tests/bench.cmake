@@ -1,8 +1,11 @@
 # The benchmark driver and report (tools/microspec_bench.sh,
-# tools/microspec_report.sh) on a reduced real set: every table row and
-# column present, numbers parse, AR speedup and accepted length 1.00, the
-# W_max plot a real PNG (png_info, tests/png_check.h). Skipped without
-# ../shared; the PNG sub-check without gnuplot.
+# tools/microspec_report.sh) on a reduced real set with MT-bench second turns,
+# an ablation row, a two-node cluster row and (without a GPU) a GPU row that
+# must be reported as skipped: every table row and column present, numbers
+# parse, AR speedup and accepted length 1.00, the summary agrees with the
+# per-question results, the three figures real PNGs (png_info,
+# tests/png_check.h) whose scripts carry a title, axis labels and a legend.
+# Skipped without ../shared; the PNG sub-checks without gnuplot.
 add_executable(png_info png_info.c)
 target_include_directories(png_info PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(png_info PRIVATE ms_common)

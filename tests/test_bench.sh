@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # test_bench.sh BUILD_DIR SHARED_DIR — the reduced benchmark run
 # (tools/microspec_bench.sh + tools/microspec_report.sh) on stories260K:
-# 2 questions per category, 24 new tokens, four configurations (AR, full
-# vocabulary, dynamic W_max 32 and 128). Checks consistency, not numbers:
-# every table has every row and column, the cells parse as numbers, the first
-# row (AR) has speedup 1.00 and accepted length 1.00, results.jsonl has a
-# line per question × configuration and the summary agrees with it, and the
-# W_max plot is a real PNG (skipped without gnuplot). Exit 77 without ../shared.
+# 2 questions per category, 24 new tokens per turn, MT-bench with both turns,
+# the configurations every table and figure needs: AR, dynamic W_max 32 and
+# 128, static K=64, an ablation row (indexed LM head), the two-node cluster
+# (sync) and, on a machine without a GPU, a GPU row that must be reported as
+# skipped. Checks consistency, not numbers: every table has every row and
+# column, the cells parse as numbers, the first row (AR) has speedup 1.00 and
+# accepted length 1.00, results.jsonl has a line per question × configuration
+# and the summary agrees with it, second turns are counted under Conv, each
+# figure is a real PNG of plausible size and its gnuplot script has a title,
+# axis labels and a legend, and every image link resolves. Exit 77 without
+# ../shared. BENCH_SMALL=1 (sanitizer builds): 1 question, 8 tokens, a small tree.
 set -u
 build=$1 shared=$2
 [ -f "$shared/models/stories260k/stories260K.bin" ] && [ -f "$shared/data/spec_bench/question.jsonl" ] ||
@@ -22,19 +27,36 @@ check() { # check CONDITION-STATUS MESSAGE
 per_cat=2 n_tok=24 tree=""
 # sanitizer builds: the same checks on a smaller run (fewer prompts and tokens, a small tree)
 if [ -n "${BENCH_SMALL:-}" ]; then per_cat=1 n_tok=8 tree="--tree-k 4 --tree-depth 2 --tree-total 8"; fi
-ls4="--draft-kind layerskip --draft-layers 4 $tree"
-cat >"$work/configs.txt" <<EOC
-# name|flags
-AR|
-full|$ls4 --vocab full
-dynamic W_max=32|$ls4 --vocab dynamic --w-max 32
-dynamic W_max=128|$ls4 --vocab dynamic --w-max 128
-EOC
-out=$work/out
+gen_help=$("$build/tools/microspec-generate" --help 2>&1)
+has() { grep -q -- "$1[ ,=]" <<<"$gen_help"; }
+no_gpu=0; (nvidia-smi -L 2>/dev/null || true) | grep -q '^GPU' || no_gpu=1
+
 "$build/tools/convert-llama2c" "$shared/models/stories260k/stories260K.bin" "$shared/models/stories260k/tok512.bin" \
   "$work/model" >/dev/null 2>&1 || { echo "FAIL: convert-llama2c"; exit 1; }
+"$build/tools/microspec-freqlist" --tokenizer "$work/model" --k 64 --out "$work/static-64.txt" \
+  "$shared/corpus/tinyshakespeare.txt" >/dev/null 2>&1 || { echo "FAIL: microspec-freqlist"; exit 1; }
+ls4="--draft-kind layerskip --draft-layers 4 $tree"
+cat >"$work/configs.txt" <<EOC
+# name|flags|placement
+AR|
+dynamic W_max=32|$ls4 --vocab dynamic --w-max 32
+dynamic W_max=128|$ls4 --vocab dynamic --w-max 128
+static K=64|$ls4 --vocab static --vocab-list $work/static-64.txt
+dynamic W_max=128 indexed|$ls4 --vocab dynamic --w-max 128 --lm-head indexed
+cluster sync W_max=128|$ls4 --vocab dynamic --w-max 128|placement=cluster pipeline=sync
+EOC
+[ $no_gpu = 1 ] && echo "GPU dynamic|$ls4 --vocab dynamic --w-max 128|device=cuda" >>"$work/configs.txt"
+# the configurations that must have run, and those that must be reported as skipped
+ran=(AR "dynamic W_max=32" "dynamic W_max=128" "static K=64" "cluster sync W_max=128")
+skipped=()
+if has --lm-head; then ran+=("dynamic W_max=128 indexed"); else skipped+=("dynamic W_max=128 indexed"); fi
+[ $no_gpu = 1 ] && skipped+=("GPU dynamic")
+n_cfg=${#ran[@]}
+
+out=$work/out
 MS_BUILD_DIR=$build MS_SHARED_DIR=$shared "$src/tools/microspec_bench.sh" --out "$out" --configs "$work/configs.txt" \
-  --model "$work/model" --max-chars 600 --per-category "$per_cat" --max-new-sb "$n_tok" --max-new-he "$n_tok" 2>"$work/err"
+  --model "$work/model" --max-chars 600 --per-category "$per_cat" --max-new-sb "$n_tok" --max-new-he "$n_tok" \
+  --turns 2 2>"$work/err"
 rc=$?
 check $rc "microspec_bench.sh exited $rc: $(tail -5 "$work/err")"
 grep -q '\[##############################\]' "$work/err"; check $? "no complete progress bar on stderr"
@@ -43,37 +65,65 @@ for f in results.jsonl summary.jsonl configs.tsv meta.txt report.md; do
 done
 [ $fail = 0 ] || exit 1
 
-# results: 7 categories × per_cat questions × 4 configurations, no warm-up lines
+# results: 7 categories × per_cat questions × the configurations that ran, no warm-up lines
 n=$(wc -l <"$out/results.jsonl")
-want=$((7 * per_cat * 4))
+want=$((7 * per_cat * n_cfg))
 [ "$n" = "$want" ]; check $? "results.jsonl has $n lines, want $want"
-for c in MT Conv RAG Math QA Summ Code; do
-  k=$(grep -c "\"category\": \"$c\"" "$out/results.jsonl")
-  [ "$k" = $((per_cat * 4)) ]; check $? "category $c: $k result lines, want $((per_cat * 4))"
+for name in "${ran[@]}"; do
+  for c in MT Conv RAG Math QA Summ Code; do
+    k=$(grep -cF "\"config\": \"$name\", \"dataset\": \"$([ $c = Code ] && echo human_eval || echo spec_bench)\", \"category\": \"$c\"" "$out/results.jsonl")
+    [ "$k" = "$per_cat" ]; check $? "'$name' × $c: $k result lines, want $per_cat"
+    grep -qF "{\"config\": \"$name\", \"category\": \"$c\"," "$out/summary.jsonl"; check $? "summary lacks '$name' × $c"
+  done
 done
-# the summary's tokens/s = the mean of the per-question values
-bad=$(awk '
-  function num(key) { match($0, "\"" key "\": [0-9.e+-]+"); return substr($0, RSTART + length(key) + 4, RLENGTH - length(key) - 4) + 0 }
-  function str(key) { match($0, "\"" key "\": \"[^\"]*\""); return substr($0, RSTART + length(key) + 5, RLENGTH - length(key) - 6) }
-  FNR == NR { k = str("config") SUBSEP str("category"); s[k] += num("tokens_per_s"); q[k]++; next }
-  str("category") != "Avg" { k = str("config") SUBSEP str("category")
-    if (q[k] != num("questions") || (s[k] / q[k] - num("tokens_per_s"))^2 > 1e-4 * (1 + s[k] / q[k])^2) print }
-  ' "$out/results.jsonl" "$out/summary.jsonl")
-[ -z "$bad" ]; check $? "summary disagrees with results: $bad"
+for name in "${skipped[@]}"; do
+  ! grep -qF "\"config\": \"$name\"" "$out/results.jsonl" "$out/summary.jsonl"; check $? "skipped '$name' has results"
+done
+# the summary's tokens/s = the mean of the per-question values; second turns only under Conv
+bad=$(python3 - "$out/results.jsonl" "$out/summary.jsonl" <<'PY'
+import json, sys
+res = [json.loads(l) for l in open(sys.argv[1])]
+summ = [json.loads(l) for l in open(sys.argv[2])]
+for s in summ:
+    if s["category"] == "Avg":
+        continue
+    qs = [r for r in res if r["config"] == s["config"] and r["category"] == s["category"]]
+    tps = sum(r["tokens_per_s"] for r in qs) / max(1, len(qs))
+    if len(qs) != s["questions"] or abs(tps - s["tokens_per_s"]) > 1e-2 * (1 + tps):
+        print("summary %s × %s: %d questions / %.3f tokens/s, results say %d / %.3f" % (
+            s["config"], s["category"], s["questions"], s["tokens_per_s"], len(qs), tps))
+for r in res:
+    if r["turns"] != len(r["per_turn"]) or r["new_tokens"] != sum(t["new_tokens"] for t in r["per_turn"]):
+        print("result %s %s: turns do not add up" % (r["config"], r["question_id"]))
+    if r["turns"] > 1 and r["category"] != "Conv":
+        print("result %s %s: %d turns outside Conv" % (r["config"], r["question_id"], r["turns"]))
+PY
+)
+[ -z "$bad" ]; check $? "summary / results inconsistent: $bad"
+# the cluster always runs second turns; single-process runs when microspec-generate has --turns
+for name in "cluster sync W_max=128" $(has --turns && echo AR); do
+  t2=$(grep -F "{\"config\": \"$name\", \"category\": \"Conv\"," "$out/summary.jsonl" | sed -nE 's/.*"second_turns": ([0-9]+).*/\1/p')
+  [ "${t2:-0}" -ge 1 ]; check $? "'$name': no second turn counted under Conv"
+done
 
 # the tables: every row and column, numbers in every cell
 md=$out/report.md
 hdr_speed='| method | MT | Conv | RAG | Math | QA | Summ | Code | Avg speed | Speedup | Avg accepted length |'
 hdr_acc='| method | MT | Conv | RAG | Math | QA | Summ | Code | Avg |'
-grep -qxF "$hdr_speed" "$md"; check $? "speed table header missing"
-grep -qxF "$hdr_acc" "$md"; check $? "accepted-length table header missing"
-for name in AR full "dynamic W_max=32" "dynamic W_max=128"; do
-  rows=$(grep -F "| $name |" "$md" | grep -v '`')
-  [ "$(wc -l <<<"$rows")" = 2 ]; check $? "row '$name': want one per table, got: $rows"
-  sp=$(sed -n 1p <<<"$rows") ac=$(sed -n 2p <<<"$rows")
-  awk -F'|' '{ if (NF != 13) exit 1; for (i = 3; i <= 12; i++) { v = $i; gsub(/[ ×]/, "", v); if (v !~ /^[0-9]+(\.[0-9]+)?$/) exit 1 } }' <<<"$sp"
+hdr_abl='| method | vocabulary | window stream | LM head | Avg speed | Speedup | Avg accepted length | mean active vocabulary | coverage |'
+hdr_pl='| method | placement | pipeline | device | Avg speed | Speedup | Avg accepted length | draft ms / round | verify ms / round |'
+for h in "$hdr_speed" "$hdr_acc" "$hdr_pl"; do grep -qxF "$h" "$md"; check $? "table header missing: $h"; done
+# section ROW-PREFIX HEADING: the rows of the table under HEADING starting with ROW-PREFIX
+section() { awk -v h="$2" -v p="$1" 'index($0, "## ") == 1 { on = ($0 == h) } on && index($0, p) == 1' "$md"; }
+numeric() { # numeric ROW FIRST LAST: cells FIRST..LAST are numbers
+  awk -F'|' -v a="$2" -v b="$3" '{ for (i = a; i <= b; i++) { v = $i; gsub(/[ ×]/, "", v); if (v !~ /^[0-9]+(\.[0-9]+)?$/) exit 1 } }' <<<"$1"
+}
+for name in "${ran[@]}"; do
+  sp=$(section "| $name |" "## Decoding speed (tokens/s)") ac=$(section "| $name |" "## Mean accepted length")
+  [ "$(grep -c . <<<"$sp")" = 1 ] && [ "$(grep -c . <<<"$ac")" = 1 ]; check $? "row '$name': want one per table, got: $sp / $ac"
+  numeric "$sp" 3 12 && [ "$(awk -F'|' '{ print NF }' <<<"$sp")" = 13 ]
   check $? "speed row '$name' does not have 10 numeric cells: $sp"
-  awk -F'|' '{ if (NF != 11) exit 1; for (i = 3; i <= 10; i++) { v = $i; gsub(/ /, "", v); if (v !~ /^[0-9]+\.[0-9]+$/) exit 1 } }' <<<"$ac"
+  numeric "$ac" 3 10 && [ "$(awk -F'|' '{ print NF }' <<<"$ac")" = 11 ]
   check $? "accepted-length row '$name' does not have 8 numeric cells: $ac"
   if [ "$name" = AR ]; then
     awk -F'|' '{ s = $11; a = $12; gsub(/[ ×]/, "", s); gsub(/ /, "", a); exit !(s == "1.00" && a == "1.00") }' <<<"$sp"
@@ -82,18 +132,60 @@ for name in AR full "dynamic W_max=32" "dynamic W_max=128"; do
     check $? "AR accepted length not 1.00 in every category: $ac"
   else
     awk -F'|' '{ a = $12 + 0; exit !(a >= 1.0) }' <<<"$sp"; check $? "'$name' accepted length below 1: $sp"
+    row=$(section "| $name |" "## Draft vocabulary and cost per round")
+    [ "$(grep -c . <<<"$row")" = 1 ] && numeric "$row" 4 6; check $? "vocabulary row '$name' missing or not numeric: $row"
   fi
 done
-grep -q '^- commit: ' "$md" && grep -q '^- command: ' "$md" && grep -q '^- machine: ' "$md"
-check $? "report header lacks machine / commit / command"
+for name in "${skipped[@]}"; do
+  ! grep -qF "| $name |" <(section "| " "## Decoding speed (tokens/s)"); check $? "skipped '$name' in the speed table"
+  grep -qE "^- $name: skipped: " "$md"; check $? "skipped '$name' not listed as skipped"
+done
+[ $no_gpu = 0 ] || grep -qxF -- "- GPU dynamic: skipped: no GPU" "$md"; check $? "no 'skipped: no GPU' line"
+# ablation: the reference row (both streams, gathered) and, when it ran, the indexed row
+if has --lm-head; then
+  grep -qxF "$hdr_abl" "$md"; check $? "ablation table header missing"
+  for name in "dynamic W_max=128" "dynamic W_max=128 indexed"; do
+    row=$(section "| $name |" "## Ablation: window streams and draft LM head")
+    numeric "$row" 6 10; check $? "ablation row '$name' missing or not numeric: $row"
+  done
+  grep -qF "| dynamic W_max=128 indexed | dynamic | both | indexed |" "$md"; check $? "ablation row lacks 'indexed'"
+fi
+# placement: the cluster row and its single-process twin, numbers everywhere
+for name in "dynamic W_max=128" "cluster sync W_max=128"; do
+  row=$(section "| $name |" "## Placement: single process vs two-node cluster, sync vs overlap, CPU vs GPU")
+  [ "$(grep -c . <<<"$row")" = 1 ] && numeric "$row" 6 8; check $? "placement row '$name' missing or not numeric: $row"
+done
+row=$(section "| cluster sync W_max=128 |" "## Placement: single process vs two-node cluster, sync vs overlap, CPU vs GPU")
+grep -qF "| cluster sync W_max=128 | cluster | sync | cpu |" <<<"$row"; check $? "cluster row mislabelled: $row"
+numeric "$row" 9 10; check $? "cluster row lacks draft / verify ms per round: $row"
+for k in machine date commit command; do grep -q "^- $k: " "$md"; check $? "report header lacks $k"; done
 
-# the plot
+# the figures: real PNGs; their scripts have a title, axis labels and a legend; every image link resolves
 if command -v gnuplot >/dev/null; then
-  grep -qF '![W_max sweep](wmax.png)' "$md"; check $? "report does not link wmax.png"
-  info=$("$build/tests/png_info" "$out/wmax.png" 400 200); check $? "wmax.png is not a real PNG of at least 400x200"
-  echo "wmax.png: $info"
+  for p in wmax draft_time coverage; do
+    grep -qE "^!\[[^]]*\]\($p\.png\)$" "$md"; check $? "report does not show $p.png"
+    info=$("$build/tests/png_info" "$out/$p.png" 600 300); check $? "$p.png is not a real PNG of at least 600x300"
+    bytes=$(stat -c %s "$out/$p.png"); [ "$bytes" -gt 8000 ]; check $? "$p.png has only $bytes bytes"
+    gp=$out/plots/$p.gp
+    grep -q "title '" "$gp" && grep -q "^set xlabel '" "$gp" && grep -q "^set ylabel '" "$gp" && grep -qE "^plot .* title '" "$gp"
+    check $? "$p.gp lacks a title, an axis label or a legend"
+    echo "$p.png: $info"
+  done
+  grep -qF "'draft backbone'" "$out/plots/draft_time.gp" && grep -qF "'vocabulary update'" "$out/plots/draft_time.gp"
+  check $? "draft_time plot lacks the backbone / vocabulary-update series"
+  grep -qF 'static top-K' "$out/plots/coverage.gp" && grep -qF 'dynamic window' "$out/plots/coverage.gp"
+  check $? "coverage plot lacks the static or the dynamic series"
+  # the draft-time data: one bar per timed configuration, the cluster among them
+  grep -qF '"cluster sync W_max=128"' "$out/plots/draft_time.dat"; check $? "draft_time.dat lacks the cluster row"
 else
-  echo "gnuplot not installed: PNG sub-check skipped"
+  echo "gnuplot not installed: PNG sub-checks skipped"
+fi
+while IFS= read -r link; do
+  [ -f "$out/$link" ]; check $? "report links $link, which does not exist"
+done < <(sed -nE 's/^!\[[^]]*\]\(([^)]*)\)$/\1/p' "$md")
+if [ -f "$src/results/coverage/coverage.md" ]; then
+  grep -q '^## Model-free coverage study' "$md" && grep -qF '(../' "$md"
+  check $? "the coverage study is not included by relative path"
 fi
 [ $fail = 0 ] && echo "bench_reduced: ok ($(sed -n 's/^runtime: //p' "$out/meta.txt") of generation)"
 exit $fail
