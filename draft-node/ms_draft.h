@@ -44,6 +44,10 @@ typedef struct {
     ms_dtype act;           /* CUDA activation dtype (0: BF16) */
     ms_vocab_stream stream; /* dynamic: which stream feeds the window (default both = the paper's) */
     ms_dft_head lm_head;    /* default gathered */
+    bool host_head;         /* CUDA draft: keep the LM head on the host anyway (downloaded hidden
+                               rows, host f32 head copy, CPU window): tests and the ablation.
+                               Default false: a CUDA lm / layerskip draft runs its head, top-k and
+                               (dynamic) window on the device, see ms_dft_head_on_device */
 } ms_dft_opts;
 
 typedef struct ms_dft ms_dft;
@@ -74,6 +78,36 @@ ms_status ms_dft_predraft(ms_dft *d);
 ms_status ms_dft_accept_overlap(ms_dft *d, const ms_msg_verify *m, bool *hit, ms_msg_tree *tree);
 /* Pre-drafts that were confirmed / dropped since creation. */
 void ms_dft_overlap_counts(const ms_dft *d, int64_t *hits, int64_t *misses);
+
+/* ---- the LM head on the device (CUDA lm / layerskip drafts) ----
+ *
+ * Unless o.host_head, a draft whose model runs on CUDA computes each tree
+ * level's head on the model's stream: the hidden rows stay on the device;
+ * full = dense over the model's head [V, d]; static = dense over the K rows
+ * gathered once (indexed: read by id in place); dynamic = a ms_k_cuda_vocab
+ * window (packed rows gathered on a second stream, overlapping the next
+ * backbone forward; indexed: read by id). Then log-softmax over the active
+ * columns, top-k, slots → ids on the device, and only [n, k] ids and
+ * log-probs come down: one host synchronisation per level. The CPU ms_vocab
+ * still keeps the window's bookkeeping (coverage, |I|) without rows, and
+ * every change of its stream is mirrored to the device window in order
+ * (ms_vocab_set_mirror). Nothing is allocated per round. */
+bool ms_dft_head_on_device(const ms_dft *d);
+/* Host synchronisations made by the device window module
+ * (ms_k_cuda_vocab_host_syncs) inside this draft's begin / draft / accept /
+ * predraft calls since creation, and the number of such calls. 0 on the
+ * host path. Tests assert *syncs == 0. */
+void ms_dft_window_syncs(const ms_dft *d, int64_t *calls, int64_t *syncs);
+/* The device window (dynamic mode with the head on the device), else NULL:
+ * for tests (ms_k_cuda_vocab_download_state). Owned by the draft. */
+struct ms_k_cuda_vocab *ms_dft_cuda_window(ms_dft *d);
+/* Test hook: called once per head evaluation (the root's level-1 top-K, each
+ * tree level, the pre-draft's bonus) with the rows' tokens [n] (the root for
+ * the first), and the [n, k] ids and log-probs the tree builder gets. fn NULL
+ * removes it. Arrays are valid only during the call. */
+typedef void (*ms_dft_level_fn)(void *ctx, const int32_t *tokens, int64_t n, int64_t k, const int32_t *ids,
+                                const float *logp);
+void ms_dft_set_level_hook(ms_dft *d, ms_dft_level_fn fn, void *ctx);
 
 int64_t ms_dft_vocab(const ms_dft *d);  /* V of the draft's LM head */
 int64_t ms_dft_hidden(const ms_dft *d); /* d of the draft's hidden state (eagle: the target's) */

@@ -36,7 +36,19 @@ struct ms_vocab {
     int32_t *take_slots, *take_ids; /* [cap], filled by ms_vocab_take_entering */
 
     ms_vocab_counters ctr;
+
+    ms_vocab_mirror_fn mirror; /* optional device twin (ms_vocab_set_mirror) */
+    void *mirror_ctx;
 };
+
+static void mirror(const ms_vocab *v, ms_vocab_mirror_op op, const int32_t *ids, int64_t n) {
+    if (v->mirror && (op == MS_VOCAB_MIRROR_RESET || n > 0)) v->mirror(v->mirror_ctx, op, ids, n);
+}
+
+void ms_vocab_set_mirror(ms_vocab *v, ms_vocab_mirror_fn fn, void *ctx) {
+    v->mirror = fn;
+    v->mirror_ctx = ctx;
+}
 
 static ms_status check_shape(const char *what, int64_t V, int64_t d) {
     if (V < 1 || V > INT32_MAX) MS_FAIL(MS_ERR_INVALID, "%s: vocabulary size V=%lld out of [1, INT32_MAX]", what, (long long)V);
@@ -289,12 +301,14 @@ void ms_vocab_reset(ms_vocab *v) {
     for (int64_t i = 0; i < v->n_dirty; i++) v->dirty[v->dirty_slots[i]] = 0;
     v->n_dirty = 0;
     v->n = v->ring_n = v->head = 0;
+    mirror(v, MS_VOCAB_MIRROR_RESET, NULL, 0);
 }
 
 ms_status ms_vocab_append(ms_vocab *v, const int32_t *ids, int64_t n) {
     if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
     MS_TRY(check_ids(v, "append", ids, n));
     for (int64_t i = 0; i < n; i++) stream_push(v, ids[i]);
+    mirror(v, MS_VOCAB_MIRROR_APPEND, ids, n);
     return MS_OK;
 }
 
@@ -309,8 +323,10 @@ ms_status ms_vocab_init_stream(ms_vocab *v, const int32_t *prompt, int64_t n_pro
     MS_TRY(check_ids(v, "init_stream top-K_pre", topk_pre, (int64_t)n_pre));
     ms_vocab_reset(v);
     for (int64_t i = 0; i < n_prompt; i++) stream_push(v, prompt[i]);
+    mirror(v, MS_VOCAB_MIRROR_APPEND, prompt, n_prompt);
     union_begin(v);
     for (size_t i = 0; i < n_pre; i++) union_push(v, topk_pre[i]);
+    mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, topk_pre, (int64_t)n_pre);
     return MS_OK;
 }
 
@@ -327,8 +343,10 @@ ms_status ms_vocab_append_round(ms_vocab *v, const int32_t *tree_ids, int64_t n_
     MS_TRY(check_ids(v, "append_round C_ver", ver_topk, (int64_t)n_ver));
     union_begin(v); /* C_draft: distinct tree ids in node order */
     for (int64_t i = 0; i < n_tree; i++) union_push(v, tree_ids[i]);
+    mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, tree_ids, n_tree);
     union_begin(v); /* C_ver: deduplicated within itself only */
     for (size_t i = 0; i < n_ver; i++) union_push(v, ver_topk[i]);
+    mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, ver_topk, (int64_t)n_ver);
     return MS_OK;
 }
 
@@ -337,6 +355,7 @@ ms_status ms_vocab_append_distinct(ms_vocab *v, const int32_t *ids, int64_t n) {
     MS_TRY(check_ids(v, "append_distinct", ids, n));
     union_begin(v);
     for (int64_t i = 0; i < n; i++) union_push(v, ids[i]);
+    mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, ids, n);
     return MS_OK;
 }
 
@@ -378,6 +397,7 @@ ms_status ms_vocab_begin_stream(ms_vocab *v, ms_vocab_stream stream, const int32
         ms_vocab_reset(v);
         union_begin(v);
         for (size_t i = 0; i < n_pre; i++) union_push(v, topk_pre[i]);
+        mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, topk_pre, (int64_t)n_pre);
         return MS_OK;
     }
     }

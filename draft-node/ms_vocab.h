@@ -137,6 +137,22 @@ void ms_vocab_take_entering(ms_vocab *v, const int32_t **slots, const int32_t **
  * dot products accumulate in float, in 8 interleaved partial sums. */
 void ms_vocab_logits_indexed(const ms_vocab *v, const float *W, const float *hid, int64_t n, float *out);
 
+/* ---- mirror hook (a device twin fed the same stream) -------------------- */
+
+/* Dynamic: called with every change of the stream, in order, after the CPU
+ * window has applied it and after validation (a rejected call mirrors
+ * nothing): RESET (ids NULL, n 0), APPEND (ids [n], plain entries, as
+ * ms_vocab_append) and APPEND_DISTINCT (the union of ids [n] in
+ * first-occurrence order, as ms_vocab_append_distinct). init_stream,
+ * append_round, begin_stream and stream_round are reported as the sequence
+ * of these they are made of (e.g. append_round = two APPEND_DISTINCT), so a
+ * twin replaying the calls holds the same window and slot layout. Calls with
+ * n == 0 are not reported. ids is valid only during the call. fn NULL
+ * removes the hook. Full/static: never called. */
+typedef enum { MS_VOCAB_MIRROR_RESET = 0, MS_VOCAB_MIRROR_APPEND, MS_VOCAB_MIRROR_APPEND_DISTINCT } ms_vocab_mirror_op;
+typedef void (*ms_vocab_mirror_fn)(void *ctx, ms_vocab_mirror_op op, const int32_t *ids, int64_t n);
+void ms_vocab_set_mirror(ms_vocab *v, ms_vocab_mirror_fn fn, void *ctx);
+
 /* Work counters (tests, stats): stream entries appended, rows gathered from W
  * (ids entering), rows moved by swap-remove. Cumulative since creation. */
 typedef struct {

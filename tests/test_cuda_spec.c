@@ -6,7 +6,10 @@
  * checkpoints from microspec-mkmodel, loaded on cuda:0 in BF16 (llama also
  * in F16). Drafts: a random 1-layer `lm` model and the target itself as `lm`
  * (near-total acceptance: long paths, KV compaction on the device), and
- * layerskip-1 — all on the GPU — and a random `eagle` head on the CPU (eagle
+ * layerskip-1 — all on the GPU, their LM head, top-k and MicroSpec window on
+ * the device (the default for a CUDA draft; checked: ms_dft_head_on_device,
+ * and no window host synchronisation inside a round) plus the 1-layer `lm`
+ * with its head forced to the host (host_head) — and a random `eagle` head on the CPU (eagle
  * heads are CPU-only) fed the CUDA target's features. Every vocabulary mode
  * (full / static / dynamic) × a 4/3/16 tree and a depth-4 chain. The
  * reference is greedy AR with the same CUDA target; half the prompts carry a
@@ -40,6 +43,7 @@ typedef struct {
     const char *model_dir;
     int64_t layers;
     const char *device;
+    bool host_head; /* keep the LM head on the host (ms_dft_opts.host_head) */
 } draft_spec;
 
 static const struct {
@@ -135,13 +139,17 @@ static void run_config(group *g, const draft_spec *ds, const char *tdir, ms_voca
     o.tree = SHAPES[sh].tree;
     o.device = ds->device;
     o.act = g->act;
+    o.host_head = ds->host_head;
     char name[256];
     snprintf(name, sizeof name, "%s/%s@%s/%s/%s", g->label, ds->name, ds->device ? ds->device : "cpu",
              ms_vocab_mode_name(vm), SHAPES[sh].name);
+    const bool want_dev = ds->device && !ds->host_head;
     ms_dft *d = NULL;
     ms_status s = ms_dft_new(&o, &d);
     SPEC_CHECK(s >= 0, "%s: ms_dft_new: %s", name, ms_status_str(s));
     if (s < 0) return;
+    SPEC_CHECK(ms_dft_head_on_device(d) == want_dev, "%s: LM head on the %s, expected the %s", name,
+               ms_dft_head_on_device(d) ? "device" : "host", want_dev ? "device" : "host");
     ms_draft_port port = ms_dft_port(d);
     spec_sink sink = {0};
     ms_gen_stats st;
@@ -177,6 +185,10 @@ static void run_config(group *g, const draft_spec *ds, const char *tdir, ms_voca
                    rel);
         if (rel >= 0 && rel <= g->tie) g_ties++;
     }
+    int64_t calls, syncs;
+    ms_dft_window_syncs(d, &calls, &syncs);
+    SPEC_CHECK(syncs == 0 && (calls > 0) == want_dev, "%s: %lld window host syncs in %lld draft calls", name,
+               (long long)syncs, (long long)calls);
     ms_ids_free(&sink.ids);
     ms_dft_free(&d);
 }
@@ -220,10 +232,11 @@ static void run_group(const char *tmp, const arch_case *ac, uint64_t seed) {
     }
     if (s >= 0) {
         const draft_spec ds[] = {
-            {"lm", MS_DRAFT_LM, ddir, 0, "cuda"},
-            {"lm-self", MS_DRAFT_LM, tdir, 0, "cuda:0"},
-            {"layerskip1", MS_DRAFT_LAYERSKIP, tdir, 1, "cuda"},
-            {"eagle", MS_DRAFT_EAGLE, edir, 0, NULL},
+            {"lm", MS_DRAFT_LM, ddir, 0, "cuda", false},
+            {"lm-hosthead", MS_DRAFT_LM, ddir, 0, "cuda", true},
+            {"lm-self", MS_DRAFT_LM, tdir, 0, "cuda:0", false},
+            {"layerskip1", MS_DRAFT_LAYERSKIP, tdir, 1, "cuda", false},
+            {"eagle", MS_DRAFT_EAGLE, edir, 0, NULL, false},
         };
         double t0 = ms_now_s();
         int64_t c = 0, before = spec_failures;
