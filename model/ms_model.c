@@ -336,6 +336,9 @@ static ms_status set_shape(ms_model *m, const ms_model_opts *o, const char *what
                 (long long)c->n_layers);
     if (o->n_layers > 0) m->n_layers = o->n_layers;
     m->max_ctx = o->max_ctx > 0 ? o->max_ctx : (c->max_position_embeddings < 4096 ? c->max_position_embeddings : 4096);
+    if (o->extra_ctx < 0 || o->extra_ctx > 4096)
+        MS_FAIL(MS_ERR_INVALID, "%s: extra_ctx %lld outside 0..4096", what, (long long)o->extra_ctx);
+    m->max_ctx += o->extra_ctx;
     m->max_batch = o->max_batch > 0 ? o->max_batch : 256;
     if (m->max_batch > m->max_ctx) m->max_batch = m->max_ctx;
     m->layers = ms_calloc((size_t)m->n_layers, sizeof *m->layers);

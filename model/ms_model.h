@@ -21,6 +21,7 @@ typedef struct {
     int64_t max_ctx;    /* KV rows; 0 → min(max_position_embeddings, 4096) */
     int64_t max_batch;  /* rows per forward; 0 → 256 */
     int64_t n_layers;   /* 0 → all; N → the first N layers only (layerskip) */
+    int64_t extra_ctx;  /* KV rows beyond max_ctx (resolved): a draft's room for its tree at the end of a context */
     const char *device; /* NULL / "" / "cpu": CPU, f32; "cuda" / "cuda:N": CUDA device N */
     ms_dtype act;       /* CUDA activation and weight dtype: 0 → MS_DTYPE_BF16; MS_DTYPE_F16 */
     int no_graphs;      /* CUDA only: 1 = run the ops eagerly instead of through CUDA graphs */

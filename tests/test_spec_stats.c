@@ -321,6 +321,37 @@ int main(void) {
         }
         ms_dft_free(&d);
     }
+    /* A draft whose context is the target's own (48 rows) drafts up to the end:
+     * it keeps room for a tree past the target's context, so it never fails
+     * first (it did: "draft KV full" near the end of every long generation). */
+    {
+        ms_dft_opts o = ms_dft_opts_default();
+        o.kind = MS_DRAFT_LAYERSKIP;
+        o.model_dir = tdir;
+        o.max_ctx = 48;
+        o.tree = (ms_tree_params){.top_k = 4, .depth = 3, .total = 16};
+        ms_dft *d = NULL;
+        s = ms_dft_new(&o, &d);
+        SPEC_CHECK(s >= 0, "layerskip draft, max_ctx 48");
+        ms_ids ar = {0};
+        for (int i = 0; s >= 0 && i < 4; i++) {
+            ms_draft_port port = ms_dft_port(d);
+            const int32_t prompt[] = {5 + i, 6, 7, 8 + i};
+            ms_gen_params p = ms_gen_params_default();
+            p.max_new_tokens = 100;
+            s = spec_generate(tgt_ctx, NULL, prompt, 4, &p, &sink, &st);
+            ar.n = 0;
+            for (int64_t k = 0; s >= 0 && k < sink.ids.n; k++) (void)ms_ids_push(&ar, sink.ids.v[k]);
+            if (s >= 0) s = spec_generate(tgt_ctx, &port, prompt, 4, &p, &sink, &st);
+            SPEC_CHECK(s >= 0 && !st.draft_failed && st.spec_rounds > 0 && !strcmp(st.stop_reason, "context full"),
+                       "ctx-end prompt %d: %s, draft_failed %d, %lld spec rounds, '%s'", i, ms_status_str(s),
+                       (int)st.draft_failed, (long long)st.spec_rounds, st.stop_reason);
+            SPEC_CHECK(sink.ids.n == ar.n && (ar.n == 0 || !memcmp(sink.ids.v, ar.v, (size_t)ar.n * sizeof(int32_t))),
+                       "ctx-end prompt %d: speculative output differs from AR", i);
+        }
+        ms_ids_free(&ar);
+        ms_dft_free(&d);
+    }
     ms_ids_free(&sink.ids);
 
 done:
