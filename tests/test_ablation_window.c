@@ -26,16 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
+#include "ms_check.h"
 
 /* ---- naive stream ---------------------------------------------------------- */
 
@@ -346,8 +337,8 @@ int main(void) {
     test_indexed_logits();
     test_draft_streams(tmp);
     ms_test_rmtree(tmp);
-    if (failures) {
-        fprintf(stderr, "test_ablation_window: %d check(s) FAILED\n", failures);
+    if (g_fail) {
+        fprintf(stderr, "test_ablation_window: %d check(s) FAILED\n", g_fail);
         return 1;
     }
     fprintf(stderr, "test_ablation_window: OK\n");

@@ -17,16 +17,7 @@
 
 #include "ms_config.h"
 
-static int g_fail;
-#define CHECK(cond, ...)                                                        \
-    do {                                                                        \
-        if (!(cond)) {                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);     \
-            fprintf(stderr, __VA_ARGS__);                                       \
-            fprintf(stderr, "\n");                                              \
-            g_fail++;                                                           \
-        }                                                                       \
-    } while (0)
+#include "ms_check.h"
 
 static char g_tmp[256]; /* short, so paths built from it fit PATH_MAX buffers */
 

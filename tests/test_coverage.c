@@ -21,16 +21,7 @@
 #include "ms_common.h"
 #include "png_check.h"
 
-static int g_fail;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fprintf(stderr, "\n");                                         \
-            g_fail++;                                                      \
-        }                                                                  \
-    } while (0)
+#include "ms_check.h"
 
 #define TOOL_BIN MS_BUILD_DIR "/tools/microspec-coverage"
 

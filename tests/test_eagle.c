@@ -42,17 +42,7 @@
 #endif
 #define MKEAGLE MS_BUILD_DIR "/tools/microspec-mkeagle"
 
-static int g_fail;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            g_fail++;                                                       \
-        }                                                                   \
-    } while (0)
+#include "ms_check.h"
 
 /* ---- reference ------------------------------------------------------------- */
 

@@ -8,7 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ms_check.h"
 #include "ms_common.h"
+
+int g_fail; /* the failure count of ms_check.h's CHECK */
 
 bool ms_test_tmpdir(const char *prefix, char *buf, size_t cap) {
     const char *base = getenv("TMPDIR");

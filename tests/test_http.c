@@ -36,16 +36,7 @@
 #include "ms_common.h"
 #include "ms_http.h"
 
-static int g_fail;
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            g_fail++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fprintf(stderr, "\n");                                        \
-        }                                                                 \
-    } while (0)
+#include "ms_check.h"
 
 /* Case-insensitive strstr (strcasestr is a GNU extension). */
 static const char *ci_find(const char *hay, const char *needle) {

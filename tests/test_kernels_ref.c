@@ -13,17 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_fail;
-
-#define CHECK(cond, ...)                                              \
-    do {                                                              \
-        if (!(cond)) {                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                             \
-            fprintf(stderr, "\n");                                    \
-            g_fail++;                                                 \
-        }                                                             \
-    } while (0)
+#include "ms_check.h"
 
 #define GUARD 8
 static const float SENTINEL = -12345.678f;

@@ -18,17 +18,7 @@
 
 #define TOL 1e-4 /* comparator: max|a − b| / max(1, max|b|) */
 
-static int g_fail;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            g_fail++;                                                       \
-        }                                                                   \
-    } while (0)
+#include "ms_check.h"
 
 static const struct {
     const char *name, *args;

@@ -23,17 +23,7 @@
  * reference in double. Measured errors are ~1e-6; a wrong op is ≫ 1e-2. */
 #define TOL 1e-4
 
-static int g_fail;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            g_fail++;                                                       \
-        }                                                                   \
-    } while (0)
+#include "ms_check.h"
 
 typedef struct {
     const char *name;

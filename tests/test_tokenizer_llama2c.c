@@ -10,17 +10,7 @@
 
 #include "ms_tokenizer.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "ms_check.h"
 
 /* ---- the reference: run.c as written, over a vocab read here -------------- */
 
@@ -117,7 +107,7 @@ static void check_string(const ms_tok *t, const ref_vocab *v, const char *s) {
         fprintf(stderr, "\n  actual:  ");
         for (int64_t i = 0; i < got.n; i++) fprintf(stderr, " %d", got.v[i]);
         fprintf(stderr, "\n");
-        failures++;
+        g_fail++;
     }
     /* decode([BOS] + ids) drops the dummy-prefix space after BOS */
     ms_ids with_bos = {0};
@@ -276,9 +266,9 @@ int main(void) {
     test_load_dir(path, MS_BUILD_DIR);
     ms_tok_free(&t);
     ref_free(&v);
-    if (failures)
-        fprintf(stderr, "%d failures\n", failures);
+    if (g_fail)
+        fprintf(stderr, "%d g_fail\n", g_fail);
     else
         fprintf(stderr, "all passed\n");
-    return failures ? 1 : 0;
+    return g_fail ? 1 : 0;
 }

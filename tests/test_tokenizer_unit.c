@@ -13,17 +13,7 @@
 
 #include "ms_tokenizer.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "ms_check.h"
 
 /* ---- a tiny byte-level tokenizer -------------------------------------------
  * Ids 0..255: the byte-level character of byte b (GPT-2 bytes_to_unicode,
@@ -81,7 +71,7 @@ static void expect_ids(const ms_tok *t, const char *text, bool special, const in
         fprintf(stderr, "\n  actual:  ");
         for (int64_t i = 0; i < got.n; i++) fprintf(stderr, " %d", got.v[i]);
         fprintf(stderr, "\n");
-        failures++;
+        g_fail++;
     }
     ms_ids_free(&got);
 }
@@ -431,9 +421,9 @@ int main(void) {
         test_real();
     else
         fprintf(stderr, "note: %s missing, real-tokenizer checks skipped\n", probe);
-    if (failures)
-        fprintf(stderr, "%d failures\n", failures);
+    if (g_fail)
+        fprintf(stderr, "%d g_fail\n", g_fail);
     else
         fprintf(stderr, "all passed\n");
-    return failures ? 1 : 0;
+    return g_fail ? 1 : 0;
 }

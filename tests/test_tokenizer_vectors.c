@@ -11,17 +11,7 @@
 
 #define SEP "\n__ggml_vocab_test__\n"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fprintf(stderr, "\n");                                                                                     \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#include "ms_check.h"
 
 static void print_ids(const char *what, const int32_t *v, int64_t n) {
     fprintf(stderr, "    %s:", what);
@@ -100,7 +90,7 @@ static int run_vectors(const char *tok_dir, const char *vec_name, int32_t want_b
     }
     CHECK(n_strings >= 40, "%s: only %d strings parsed", vec_name, n_strings);
     CHECK(bad == 0, "%s: %d of %d strings encode wrongly", vec_name, bad, n_strings);
-    failures += 0;
+    g_fail += 0;
     fprintf(stderr, "%s with %s: %d strings, %d wrong\n", vec_name, tok_dir, n_strings, bad);
     free(inp);
     free(out);
@@ -121,9 +111,9 @@ int main(void) {
     /* Qwen3: no bos; eos <|im_end|>, <|endoftext|> */
     const int32_t qwen_eos[] = {151645, 151643};
     run_vectors("qwen3", "ggml-vocab-qwen2.gguf", -1, qwen_eos, 2, MS_CHAT_CHATML);
-    if (failures)
-        fprintf(stderr, "%d failures\n", failures);
+    if (g_fail)
+        fprintf(stderr, "%d g_fail\n", g_fail);
     else
         fprintf(stderr, "all passed\n");
-    return failures ? 1 : 0;
+    return g_fail ? 1 : 0;
 }

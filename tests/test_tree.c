@@ -14,18 +14,7 @@
 
 #include "ms_tree.h"
 
-static int g_fail;
-#define CHECK(cond, ...)                                                 \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            if (g_fail < 30) {                                           \
-                fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-                fprintf(stderr, __VA_ARGS__);                            \
-                fprintf(stderr, "\n");                                   \
-            }                                                            \
-            g_fail++;                                                    \
-        }                                                                \
-    } while (0)
+#include "ms_check.h"
 
 /* ---- synthetic draft distribution ------------------------------------------------------------ */
 

@@ -19,17 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int g_fail;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            g_fail++;                                                       \
-        }                                                                   \
-    } while (0)
+#include "ms_check.h"
 
 static char g_dir[256];
 static const char *TOOL_PATH = MS_BUILD_DIR "/tools/microspec-freqlist";

@@ -13,17 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int g_fail;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            g_fail++;                                                       \
-        }                                                                   \
-    } while (0)
+#include "ms_check.h"
 
 static void naive_rank(const int64_t *counts, int64_t V, const int32_t *eos, int64_t n_eos, int64_t k, int32_t *out) {
     uint8_t *used = calloc((size_t)V, 1);

@@ -17,16 +17,7 @@
 #include "ms_xfer.h"
 #include "test_fs.h"
 
-static int g_fail;
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            g_fail++;                                                     \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);          \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fprintf(stderr, "\n");                                        \
-        }                                                                 \
-    } while (0)
+#include "ms_check.h"
 
 /* ---- 1. negotiation table ----------------------------------------------------- */
 
