@@ -325,9 +325,10 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     int32_t *static_ids = NULL;
     int64_t k_static = 0;
     if (o->kind == MS_DRAFT_EAGLE) {
-        /* The draft keeps a tree's rows past the target's context: the target
-         * drafts until its own room runs out, so the draft never may first. */
-        ms_eagle_opts eo = {.max_ctx = (o->max_ctx > 0 ? o->max_ctx : 4096) + MS_TREE_MAX};
+        /* The draft keeps a tree's rows past the target's context, plus the
+         * emitted token the target has not forwarded yet: the target drafts
+         * until its own room runs out, so the draft never may first. */
+        ms_eagle_opts eo = {.max_ctx = (o->max_ctx > 0 ? o->max_ctx : 4096) + MS_TREE_MAX + 1};
         MS_TRY_GOTO(s, ms_eagle_load(o->model_dir, o->target_dir, &eo, &d->eg), fail);
         d->V = ms_eagle_vocab(d->eg);
         d->d = ms_eagle_hidden(d->eg);
@@ -336,7 +337,7 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         W = ms_eagle_lm_head(d->eg);
     } else {
         ms_model_opts mo = {.max_ctx = o->max_ctx,
-                            .extra_ctx = MS_TREE_MAX, /* as for eagle above */
+                            .extra_ctx = MS_TREE_MAX + 1, /* as for eagle above */
                             .n_layers = o->kind == MS_DRAFT_LAYERSKIP ? o->layers : 0,
                             .device = o->device,
                             .act = o->act};

@@ -349,6 +349,18 @@ int main(void) {
             SPEC_CHECK(sink.ids.n == ar.n && (ar.n == 0 || !memcmp(sink.ids.v, ar.v, (size_t)ar.n * sizeof(int32_t))),
                        "ctx-end prompt %d: speculative output differs from AR", i);
         }
+        /* a prompt that leaves one row: the draft is still asked for a tree */
+        if (s >= 0) {
+            ms_draft_port port = ms_dft_port(d);
+            int32_t prompt[47];
+            for (int k = 0; k < 47; k++) prompt[k] = (int32_t)(3 + (k * 37) % (V_T - 3));
+            ms_gen_params p = ms_gen_params_default();
+            p.max_new_tokens = 10;
+            s = spec_generate(tgt_ctx, &port, prompt, 47, &p, &sink, &st);
+            SPEC_CHECK(s >= 0 && !st.draft_failed && !strcmp(st.stop_reason, "context full"),
+                       "47-token prompt in 48 rows: %s, draft_failed %d, '%s'", ms_status_str(s),
+                       (int)st.draft_failed, st.stop_reason);
+        }
         ms_ids_free(&ar);
         ms_dft_free(&d);
     }
