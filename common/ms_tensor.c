@@ -5,12 +5,27 @@
 #include <stdio.h>
 #include <string.h>
 
+/* One row per dtype: name, bytes per element (0: block format), elements
+ * per block, bytes per block, ggml type id (-1: none). Block layouts as in
+ * ggml-common.h: Q4_0 {f16 d; u8 qs[16]}, Q4_1 {f16 d, m; u8 qs[16]}, Q5_0
+ * {f16 d; u8 qh[4]; u8 qs[16]}, Q5_1 {f16 d, m; u8 qh[4]; u8 qs[16]}, Q8_0
+ * {f16 d; i8 qs[32]}, Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]}, Q5_K
+ * {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}, Q6_K {u8 ql[128];
+ * u8 qh[64]; i8 scales[16]; f16 d}. */
 static const struct {
     const char *name;
     size_t size;
+    int64_t block;
+    size_t block_bytes;
+    int ggml;
 } dtype_info[MS_DTYPE_COUNT] = {
-    [MS_DTYPE_F32] = {"F32", 4}, [MS_DTYPE_F16] = {"F16", 2}, [MS_DTYPE_BF16] = {"BF16", 2},
-    [MS_DTYPE_I32] = {"I32", 4}, [MS_DTYPE_I64] = {"I64", 8}, [MS_DTYPE_U8] = {"U8", 1},
+    [MS_DTYPE_F32] = {"F32", 4, 1, 4, 0},     [MS_DTYPE_F16] = {"F16", 2, 1, 2, 1},
+    [MS_DTYPE_BF16] = {"BF16", 2, 1, 2, 30},  [MS_DTYPE_I32] = {"I32", 4, 1, 4, 26},
+    [MS_DTYPE_I64] = {"I64", 8, 1, 8, 27},    [MS_DTYPE_U8] = {"U8", 1, 1, 1, -1},
+    [MS_DTYPE_Q4_0] = {"Q4_0", 0, 32, 18, 2}, [MS_DTYPE_Q4_1] = {"Q4_1", 0, 32, 20, 3},
+    [MS_DTYPE_Q5_0] = {"Q5_0", 0, 32, 22, 6}, [MS_DTYPE_Q5_1] = {"Q5_1", 0, 32, 24, 7},
+    [MS_DTYPE_Q8_0] = {"Q8_0", 0, 32, 34, 8}, [MS_DTYPE_Q4_K] = {"Q4_K", 0, 256, 144, 12},
+    [MS_DTYPE_Q5_K] = {"Q5_K", 0, 256, 176, 13}, [MS_DTYPE_Q6_K] = {"Q6_K", 0, 256, 210, 14},
 };
 
 size_t ms_dtype_size(ms_dtype t) {
@@ -18,11 +33,44 @@ size_t ms_dtype_size(ms_dtype t) {
     return dtype_info[t].size;
 }
 
+int64_t ms_dtype_block(ms_dtype t) {
+    MS_ASSERT(t >= 0 && t < MS_DTYPE_COUNT);
+    return dtype_info[t].block;
+}
+
+size_t ms_dtype_block_bytes(ms_dtype t) {
+    MS_ASSERT(t >= 0 && t < MS_DTYPE_COUNT);
+    return dtype_info[t].block_bytes;
+}
+
+bool ms_dtype_is_quant(ms_dtype t) { return t >= 0 && t < MS_DTYPE_COUNT && dtype_info[t].size == 0; }
+
+bool ms_dtype_row_bytes(ms_dtype t, int64_t n, size_t *bytes) {
+    MS_ASSERT(t >= 0 && t < MS_DTYPE_COUNT);
+    if (n < 0 || n % dtype_info[t].block != 0) return false;
+    return ms_mul_size((size_t)(n / dtype_info[t].block), dtype_info[t].block_bytes, bytes);
+}
+
+bool ms_dtype_from_ggml(uint32_t ggml_type, ms_dtype *out) {
+    for (int i = 0; i < MS_DTYPE_COUNT; i++) {
+        if (dtype_info[i].ggml >= 0 && (uint32_t)dtype_info[i].ggml == ggml_type) {
+            *out = (ms_dtype)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+uint32_t ms_dtype_to_ggml(ms_dtype t) {
+    MS_ASSERT(t >= 0 && t < MS_DTYPE_COUNT && dtype_info[t].ggml >= 0);
+    return (uint32_t)dtype_info[t].ggml;
+}
+
 const char *ms_dtype_name(ms_dtype t) { return (t >= 0 && t < MS_DTYPE_COUNT) ? dtype_info[t].name : "?"; }
 
 bool ms_dtype_parse(const char *name, ms_dtype *out) {
-    for (int i = 0; i < MS_DTYPE_COUNT; i++) {
-        if (!strcmp(name, dtype_info[i].name)) {
+    for (int i = 0; i < MS_DTYPE_COUNT; i++) { /* safetensors holds scalar dtypes only */
+        if (dtype_info[i].size && !strcmp(name, dtype_info[i].name)) {
             *out = (ms_dtype)i;
             return true;
         }
@@ -44,7 +92,13 @@ int64_t ms_tensor_nelem(const ms_tensor *t) {
     return n;
 }
 
-size_t ms_tensor_nbytes(const ms_tensor *t) { return (size_t)ms_tensor_nelem(t) * ms_dtype_size(t->dtype); }
+size_t ms_tensor_nbytes(const ms_tensor *t) {
+    if (!ms_dtype_is_quant(t->dtype)) return (size_t)ms_tensor_nelem(t) * ms_dtype_size(t->dtype);
+    const int64_t row = t->ndim ? t->shape[t->ndim - 1] : 1;
+    size_t rb = 0;
+    MS_ASSERT(ms_dtype_row_bytes(t->dtype, row, &rb));
+    return (size_t)(ms_tensor_nelem(t) / (row ? row : 1)) * rb;
+}
 
 ms_tensor ms_tensor_view(void *data, ms_dtype dtype, int ndim, const int64_t *shape) {
     MS_ASSERT(ndim >= 0 && ndim <= MS_TENSOR_MAX_DIMS);

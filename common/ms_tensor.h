@@ -16,6 +16,17 @@ typedef enum {
     MS_DTYPE_I32,
     MS_DTYPE_I64,
     MS_DTYPE_U8,
+    /* ggml block formats (GGUF weights): a row of n elements is n / block
+     * blocks of block_bytes each; ms_dtype_size() is 0 for them. Layouts and
+     * dequantization: kernels/ms_quant.h (the scalar C twin is the spec). */
+    MS_DTYPE_Q4_0,
+    MS_DTYPE_Q4_1,
+    MS_DTYPE_Q5_0,
+    MS_DTYPE_Q5_1,
+    MS_DTYPE_Q8_0,
+    MS_DTYPE_Q4_K,
+    MS_DTYPE_Q5_K,
+    MS_DTYPE_Q6_K,
     MS_DTYPE_COUNT
 } ms_dtype;
 
@@ -28,7 +39,20 @@ typedef struct {
     int64_t shape[MS_TENSOR_MAX_DIMS];
 } ms_tensor;
 
+/* Bytes per element of a scalar dtype; 0 for a block format. */
 size_t ms_dtype_size(ms_dtype t);
+/* Elements per block (1 for scalar dtypes, 32 or 256 for block formats) and
+ * bytes per block (= ms_dtype_size for scalar dtypes). */
+int64_t ms_dtype_block(ms_dtype t);
+size_t ms_dtype_block_bytes(ms_dtype t);
+bool ms_dtype_is_quant(ms_dtype t);
+/* Bytes of a row of n elements; false if n is not a whole number of blocks
+ * or the size overflows. */
+bool ms_dtype_row_bytes(ms_dtype t, int64_t n, size_t *bytes);
+/* ggml's type id (GGUF tensor_info type) ↔ dtype; false for ids this
+ * project does not read. */
+bool ms_dtype_from_ggml(uint32_t ggml_type, ms_dtype *out);
+uint32_t ms_dtype_to_ggml(ms_dtype t); /* MS_ASSERTs t has a ggml id */
 const char *ms_dtype_name(ms_dtype t); /* "F32", "F16", "BF16", ... (safetensors spelling) */
 /* Parse a safetensors dtype name; false if unknown. */
 bool ms_dtype_parse(const char *name, ms_dtype *out);
@@ -36,6 +60,7 @@ bool ms_dtype_parse(const char *name, ms_dtype *out);
 bool ms_dtype_parse_float(const char *name, ms_dtype *out);
 
 int64_t ms_tensor_nelem(const ms_tensor *t);
+/* Bytes of the whole tensor; block formats: rows of shape[ndim-1] elements. */
 size_t ms_tensor_nbytes(const ms_tensor *t);
 /* Make a view. ndim ≤ MS_TENSOR_MAX_DIMS. */
 ms_tensor ms_tensor_view(void *data, ms_dtype dtype, int ndim, const int64_t *shape);
