@@ -16,6 +16,8 @@
  */
 #include "ms_tokenizer.h"
 
+#include <sys/stat.h>
+
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,12 +25,14 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "ms_gguf.h"
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 /* ---- types ----------------------------------------------------------------- */
 
-enum tok_kind { TOK_HF_BPE = 0, TOK_LLAMA2C };
+enum tok_kind { TOK_HF_BPE = 0, TOK_LLAMA2C, TOK_SPM /* GGUF "llama" */ };
 
 enum {
     TOK_PRESENT = 1u << 0, /* the id has an entry (HF added ids may leave holes) */
@@ -37,6 +41,7 @@ enum {
     TOK_LSTRIP = 1u << 3,  /* added token swallows whitespace on its left */
     TOK_RSTRIP = 1u << 4,  /* ... and on its right */
     TOK_SINGLE = 1u << 5,  /* single_word: not matched inside a word */
+    TOK_USERDEF = 1u << 6, /* GGUF user-defined token: cut out of the text even without parse_special */
 };
 
 #define TOK_MAX_EOS 8
@@ -97,6 +102,13 @@ struct ms_tok {
     int n_eos;
     ms_chat_kind chat;
     uint32_t max_piece_len;
+    bool add_bos;
+    /* GGUF: encoding follows llama.cpp (no NFC; specials cut out longest first) */
+    bool gguf;
+    bool add_space_prefix; /* TOK_SPM: ' ' before text at the start and after a special */
+    /* GGUF control/unknown/user-defined ids, longest text first (then lowest id) */
+    int32_t *special;
+    int64_t n_special;
 };
 
 /* ---- hashing --------------------------------------------------------------- */
@@ -221,7 +233,7 @@ static ms_status arena_put(ms_tok *t, const void *s, size_t n, span *out) {
         t->arena = a;
         t->arena_cap = c;
     }
-    if (n) memcpy(t->arena + t->arena_len, s, n);
+    if (n && s) memcpy(t->arena + t->arena_len, s, n); /* s NULL: reserve only */
     out->off = t->arena_len;
     out->len = (uint32_t)n;
     t->arena_len += n;
@@ -247,6 +259,7 @@ static ms_tok *tok_new(enum tok_kind kind) {
     t->kind = kind;
     t->bos = -1;
     t->unk_id = -1;
+    t->add_bos = true; /* HF, llama2.c: whenever there is a BOS id */
     for (int i = 0; i < 256; i++) t->byte_id[i] = -1;
     return t;
 }
@@ -264,6 +277,7 @@ void ms_tok_free(ms_tok **tp) {
     pairmap_free(&t->merges);
     if (t->re) pcre2_code_free(t->re);
     free(t->added);
+    free(t->special);
     free(t);
     *tp = NULL;
 }
@@ -341,7 +355,7 @@ static void byte_unicode_tables(uint32_t b2u[256]) {
 static size_t byte_level_decode(const uint8_t *s, size_t len, const int16_t *u2b, uint8_t *out) {
     size_t o = 0;
     for (size_t i = 0; i < len;) {
-        uint32_t cp;
+        uint32_t cp = 0;
         int l = utf8_decode(s + i, len - i, &cp);
         if (l == 0) {
             out[o++] = s[i++];
@@ -824,9 +838,12 @@ done:
     return st;
 }
 
+static ms_status gguf_encode(const ms_tok *t, const uint8_t *text, size_t len, bool parse_special, ms_ids *out);
+
 ms_status ms_tok_encode(const ms_tok *t, const char *text, size_t len, bool parse_special, ms_ids *out) {
     MS_ASSERT(t && out && (text || len == 0));
-    if (len > (size_t)INT32_MAX - 8) MS_FAIL(MS_ERR_RANGE, "tokenizer: text of %zu bytes is too long", len);
+    if (len > (size_t)INT32_MAX / 4) MS_FAIL(MS_ERR_RANGE, "tokenizer: text of %zu bytes is too long", len);
+    if (t->gguf) return gguf_encode(t, (const uint8_t *)text, len, parse_special, out);
     if (t->kind == TOK_LLAMA2C) return llama2c_encode(t, (const uint8_t *)text, len, out);
     return hf_encode(t, (const uint8_t *)text, len, parse_special, out);
 }
@@ -1513,10 +1530,587 @@ ms_status ms_tok_load_dir(const char *dir, ms_tok **out) {
     return st;
 }
 
+/* ---- GGUF tokenizer (tokenizer.ggml.*) ------------------------------------------------------
+ *
+ * Encoding follows llama.cpp (src/llama-vocab.cpp), the reference for GGUF
+ * files:
+ *  1. Partition: control and unknown tokens (only with parse_special) and
+ *     user-defined tokens (always) are cut out of the raw text, one token at a
+ *     time, longest text first, every occurrence, leftmost first.
+ *  2. "gpt2": each remaining fragment is split by the pre-tokenizer regex and
+ *     each word merged by rank over its bytes (the HF path above, minus NFC).
+ *  3. "llama": each fragment (after a ' ' prefix when add_space_prefix and it
+ *     follows a special or starts the text) has ' ' written as U+2581, is cut
+ *     into UTF-8 characters (the length a lead byte announces, continuation
+ *     bytes alone), and adjacent symbols whose concatenation is a token merge,
+ *     highest score first, leftmost on ties. A final symbol that is no token
+ *     becomes its <0xXX> byte tokens.
+ */
+
+/* llama.cpp's regexes for these pre-tokenizers: the tokenizer.json Split
+ * regex of Qwen2 / Llama-3 with (?i:'s|...) spelled as '[sS]|... */
+static const char *const QWEN2_REGEX =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *const LLAMA3_REGEX =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* GGUF token types (llama.cpp's LLAMA_TOKEN_TYPE_*) */
+enum { GT_NORMAL = 1, GT_UNKNOWN = 2, GT_CONTROL = 3, GT_USER = 4, GT_UNUSED = 5, GT_BYTE = 6 };
+
+/* a piece of the text: raw bytes [off, off+len) when id < 0, else one token */
+typedef struct {
+    size_t off, len;
+    int32_t id;
+} gfrag;
+
+/* First occurrence of needle (m ≥ 1 bytes) in hay (n bytes), or NULL (memmem is not C11). */
+static const uint8_t *find_bytes(const uint8_t *hay, size_t n, const char *needle, size_t m) {
+    const uint8_t first = (uint8_t)needle[0];
+    while (n >= m) {
+        const uint8_t *p = memchr(hay, first, n - m + 1);
+        if (!p) return NULL;
+        if (memcmp(p, needle, m) == 0) return p;
+        n -= (size_t)(p - hay) + 1;
+        hay = p + 1;
+    }
+    return NULL;
+}
+
+typedef struct {
+    gfrag *v;
+    size_t n, cap;
+} gfrags;
+
+static ms_status gfrags_push(gfrags *f, gfrag x) {
+    if (!grow((void **)&f->v, &f->cap, f->n + 1, sizeof *f->v)) MS_FAIL(MS_ERR_NOMEM, "tokenizer: out of memory");
+    f->v[f->n++] = x;
+    return MS_OK;
+}
+
+/* Step 1 above. *res is a (caller-freed) array of fragments covering the text. */
+static ms_status gguf_partition(const ms_tok *t, const uint8_t *text, size_t len, bool parse_special, gfrags *res) {
+    gfrags cur = {0}, nxt = {0};
+    ms_status st = MS_OK;
+    if (len > 0) MS_TRY_GOTO(st, gfrags_push(&cur, (gfrag){0, len, -1}), done);
+    for (int64_t k = 0; k < t->n_special && cur.n > 0; k++) {
+        int32_t id = t->special[k];
+        if (!parse_special && !(t->flags[id] & TOK_USERDEF)) continue;
+        const char *p = t->arena + t->piece[id].off;
+        size_t pl = t->piece[id].len;
+        bool hit = false;
+        for (size_t i = 0; i < cur.n && !hit; i++)
+            hit = cur.v[i].id < 0 && find_bytes(text + cur.v[i].off, cur.v[i].len, p, pl) != NULL;
+        if (!hit) continue;
+        nxt.n = 0;
+        for (size_t i = 0; i < cur.n; i++) {
+            gfrag f = cur.v[i];
+            if (f.id >= 0) {
+                MS_TRY_GOTO(st, gfrags_push(&nxt, f), done);
+                continue;
+            }
+            size_t a = f.off, end = f.off + f.len;
+            const uint8_t *m;
+            while (a < end && (m = find_bytes(text + a, end - a, p, pl)) != NULL) {
+                size_t at = (size_t)(m - text);
+                if (at > a) MS_TRY_GOTO(st, gfrags_push(&nxt, (gfrag){a, at - a, -1}), done);
+                MS_TRY_GOTO(st, gfrags_push(&nxt, (gfrag){at, pl, id}), done);
+                a = at + pl;
+            }
+            if (a < end) MS_TRY_GOTO(st, gfrags_push(&nxt, (gfrag){a, end - a, -1}), done);
+        }
+        gfrags tmp = cur;
+        cur = nxt;
+        nxt = tmp;
+    }
+done:
+    free(nxt.v);
+    if (st < 0) {
+        free(cur.v);
+        return st;
+    }
+    *res = cur;
+    return MS_OK;
+}
+
+/* Step 3 for one fragment: s->buf holds the escaped text (n bytes). */
+static ms_status spm_encode_escaped(const ms_tok *t, bpe_scratch *s, size_t n, ms_ids *out) {
+    static const uint8_t lead_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    const uint8_t *w = (const uint8_t *)s->buf;
+    /* symbols: sym[i].id = byte offset in w, wlen[i] = byte length (0 = merged away) */
+    MS_TRY(scratch_syms(s, (int64_t)n));
+    uint32_t *wlen = ms_malloc((n ? n : 1) * sizeof *wlen);
+    if (!wlen) return MS_ERR_NOMEM;
+    int32_t k = 0;
+    for (size_t o = 0; o < n; k++) {
+        size_t l = lead_len[w[o] >> 4];
+        if (l > n - o) l = n - o;
+        s->sym[k] = (bpe_sym){.id = (int32_t)o, .prev = k - 1, .next = o + l < n ? k + 1 : -1};
+        wlen[k] = (uint32_t)l;
+        o += l;
+    }
+    ms_status st = MS_OK;
+    s->heap_n = 0;
+    /* candidate (left, right): prio −score, pos = left, merged = byte length of the pair */
+#define SPM_TRY_PAIR(L, R)                                                                                      \
+    do {                                                                                                        \
+        int32_t l_ = (L), r_ = (R);                                                                             \
+        if (l_ >= 0 && r_ >= 0) {                                                                               \
+            size_t m_ = (size_t)wlen[l_] + wlen[r_];                                                            \
+            int32_t id_ = m_ <= t->max_piece_len                                                                \
+                              ? strmap_find(t, &t->piece_map, t->piece, w + s->sym[l_].id, m_)                  \
+                              : -1;                                                                             \
+            if (id_ >= 0)                                                                                       \
+                MS_TRY_GOTO(st,                                                                                 \
+                            heap_push(s, (bpe_cand){.prio = -(double)t->score[id_], .pos = l_, .left = l_,      \
+                                                    .right = r_, .merged = (int32_t)m_}),                       \
+                            done);                                                                              \
+        }                                                                                                       \
+    } while (0)
+    for (int32_t i = 1; i < k; i++) SPM_TRY_PAIR(i - 1, i);
+    while (s->heap_n > 0) {
+        bpe_cand c = heap_pop(s);
+        /* stale unless both symbols still exist with the sizes they had */
+        if (wlen[c.left] == 0 || wlen[c.right] == 0 || wlen[c.left] + wlen[c.right] != (uint32_t)c.merged) continue;
+        bpe_sym *l = &s->sym[c.left], *r = &s->sym[c.right];
+        wlen[c.left] += wlen[c.right];
+        wlen[c.right] = 0;
+        l->next = r->next;
+        if (r->next >= 0) s->sym[r->next].prev = c.left;
+        SPM_TRY_PAIR(l->prev, c.left);
+        SPM_TRY_PAIR(c.left, l->next);
+    }
+#undef SPM_TRY_PAIR
+    for (int32_t i = k > 0 ? 0 : -1; i >= 0; i = s->sym[i].next) {
+        const uint8_t *p = w + s->sym[i].id;
+        int32_t id = strmap_find(t, &t->piece_map, t->piece, p, wlen[i]);
+        if (id >= 0) {
+            MS_TRY_GOTO(st, ms_ids_push(out, id), done);
+            continue;
+        }
+        for (uint32_t j = 0; j < wlen[i]; j++) {
+            int32_t b = t->byte_id[p[j]] >= 0 ? t->byte_id[p[j]] : t->unk_id;
+            if (b < 0) {
+                st = MS_ERR_NOT_FOUND;
+                MS_LOG_ERROR("tokenizer: byte 0x%02X has no <0x%02X> token and there is no unknown token", p[j], p[j]);
+                goto done;
+            }
+            MS_TRY_GOTO(st, ms_ids_push(out, b), done);
+        }
+    }
+done:
+    free(wlen);
+    return st;
+}
+
+static ms_status spm_encode_fragment(const ms_tok *t, bpe_scratch *s, const uint8_t *text, size_t len, bool prefix,
+                                     ms_ids *out) {
+    /* ' ' → U+2581 (3 bytes): at most 3 bytes per input byte, plus the prefix */
+    MS_TRY(scratch_buf(s, 3 * len + 3));
+    size_t n = 0;
+    static const char SP[3] = {(char)0xE2, (char)0x96, (char)0x81};
+    if (prefix) {
+        memcpy(s->buf, SP, 3);
+        n = 3;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(s->buf + n, SP, 3);
+            n += 3;
+        } else {
+            s->buf[n++] = (char)text[i];
+        }
+    }
+    return spm_encode_escaped(t, s, n, out);
+}
+
+static ms_status gguf_encode(const ms_tok *t, const uint8_t *text, size_t len, bool parse_special, ms_ids *out) {
+    gfrags fr = {0};
+    MS_TRY(gguf_partition(t, text, len, parse_special, &fr));
+    bpe_scratch s = {0};
+    pcre2_match_data *md = NULL;
+    pcre2_match_context *mc = NULL;
+    pcre2_jit_stack *js = NULL;
+    ms_status st = MS_OK;
+    if (t->re) {
+        md = pcre2_match_data_create_from_pattern(t->re, NULL);
+        mc = pcre2_match_context_create(NULL);
+        if (!md || !mc) {
+            st = MS_ERR_NOMEM;
+            MS_LOG_ERROR("tokenizer: out of memory for the regex match data");
+            goto done;
+        }
+        js = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, NULL);
+        if (js) pcre2_jit_stack_assign(mc, NULL, js);
+    }
+    bool prev_special = true; /* the text start counts as after a special (llama.cpp) */
+    for (size_t i = 0; i < fr.n; i++) {
+        const gfrag *f = &fr.v[i];
+        if (f->id >= 0) {
+            MS_TRY_GOTO(st, ms_ids_push(out, f->id), done);
+            prev_special = true;
+        } else if (t->kind == TOK_SPM) {
+            MS_TRY_GOTO(st,
+                        spm_encode_fragment(t, &s, text + f->off, f->len, t->add_space_prefix && prev_special, out),
+                        done);
+            prev_special = false;
+        } else {
+            MS_TRY_GOTO(st, hf_encode_segment(t, &s, md, mc, text + f->off, f->len, out), done);
+        }
+    }
+done:
+    if (js) pcre2_jit_stack_free(js);
+    pcre2_match_context_free(mc);
+    pcre2_match_data_free(md);
+    scratch_free(&s);
+    free(fr.v);
+    return st;
+}
+
+/* (length desc, id asc): llama.cpp's cache_special_tokens order, made total */
+typedef struct {
+    uint32_t len;
+    int32_t id;
+} special_key;
+static int cmp_special(const void *a, const void *b) {
+    const special_key *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Optional token id key: absent → keep *id; present → must be a token. */
+static ms_status gguf_token_id(const ms_gguf *g, const ms_tok *t, const char *key, int32_t *id) {
+    int64_t v;
+    ms_status st = ms_gguf_get_i64(g, key, &v);
+    if (st == MS_ERR_NOT_FOUND) return MS_OK;
+    MS_TRY(st);
+    if (v < 0 || v >= t->n_ids)
+        MS_FAIL(MS_ERR_RANGE, "%s: %s = %lld is out of range [0, %lld) (tokenizer.ggml.tokens)", ms_gguf_path(g), key,
+                (long long)v, (long long)t->n_ids);
+    *id = (int32_t)v;
+    return MS_OK;
+}
+
+static ms_status gguf_opt_bool(const ms_gguf *g, const char *key, bool *v) {
+    ms_status st = ms_gguf_get_bool(g, key, v);
+    return st == MS_ERR_NOT_FOUND ? MS_OK : st;
+}
+
+/* Token piece → the bytes it stands for (written at the arena end). */
+static ms_status gguf_set_bytes(const char *name, ms_tok *t, int32_t id, int type, const int16_t *u2b) {
+    const char *s = t->arena + t->piece[id].off;
+    size_t n = t->piece[id].len;
+    if (type == GT_UNUSED) { /* llama.cpp renders nothing for unused tokens */
+        t->bytes[id] = (span){t->piece[id].off, 0};
+        return MS_OK;
+    }
+    if (type == GT_BYTE && t->kind == TOK_SPM) {
+        uint8_t b;
+        if (!parse_byte_piece(s, n, &b))
+            MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%d] \"%.*s\" has type byte but is not <0xXX>", name, id,
+                    (int)(n > 64 ? 64 : n), s);
+        if (t->byte_id[b] < 0) t->byte_id[b] = id;
+        return arena_put(t, &b, 1, &t->bytes[id]);
+    }
+    if (type != GT_NORMAL) {
+        t->bytes[id] = t->piece[id];
+        return MS_OK;
+    }
+    /* both decodings are never longer than the piece: decode at the arena end
+     * (reserved first, as the piece itself lives in the arena) */
+    span tmp;
+    MS_TRY(arena_put(t, NULL, n, &tmp));
+    s = t->arena + t->piece[id].off;
+    uint8_t *o = (uint8_t *)t->arena + tmp.off;
+    size_t m = 0;
+    if (t->kind == TOK_SPM) {
+        for (size_t i = 0; i < n;) {
+            if (i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0) {
+                o[m++] = ' ';
+                i += 3;
+            } else {
+                o[m++] = (uint8_t)s[i++];
+            }
+        }
+    } else {
+        m = byte_level_decode((const uint8_t *)s, n, u2b, o);
+    }
+    t->bytes[id] = (span){tmp.off, (uint32_t)m};
+    t->arena_len = tmp.off + m;
+    return MS_OK;
+}
+
+static const char *const EOG_TEXTS[] = {"<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>",
+                                        "<|end_of_text|>"};
+
+static ms_status gguf_parse(const ms_gguf *g, ms_tok *t) {
+    const char *name = ms_gguf_path(g);
+    const char *model, *pre = NULL;
+    ms_status st = ms_gguf_get_str(g, "tokenizer.ggml.model", &model, NULL);
+    if (st == MS_ERR_NOT_FOUND) MS_FAIL(MS_ERR_NOT_FOUND, "%s: missing key tokenizer.ggml.model", name);
+    MS_TRY(st);
+    if (strcmp(model, "gpt2") == 0) {
+        t->kind = TOK_HF_BPE;
+    } else if (strcmp(model, "llama") == 0) {
+        t->kind = TOK_SPM;
+    } else {
+        MS_FAIL(MS_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%s\" is not supported (gpt2 or llama)", name, model);
+    }
+    const char *regex = NULL;
+    t->add_bos = t->kind == TOK_SPM;
+    t->add_space_prefix = t->kind == TOK_SPM;
+    if (t->kind == TOK_HF_BPE) {
+        st = ms_gguf_get_str(g, "tokenizer.ggml.pre", &pre, NULL);
+        if (st == MS_ERR_NOT_FOUND)
+            MS_FAIL(MS_ERR_UNSUPPORTED, "%s: missing key tokenizer.ggml.pre (the pre-tokenizer: qwen2 or llama-bpe)",
+                    name);
+        MS_TRY(st);
+        if (strcmp(pre, "qwen2") == 0) {
+            regex = QWEN2_REGEX;
+        } else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0 || strcmp(pre, "llama-v3") == 0) {
+            regex = LLAMA3_REGEX;
+            t->ignore_merges = true;
+            t->add_bos = true;
+        } else {
+            MS_FAIL(MS_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre \"%s\" is not supported (qwen2 or llama-bpe)", name,
+                    pre);
+        }
+    }
+
+    /* the arrays: tokens (strings), token_type (int32), scores (f32 or i32), same length */
+    ms_gguf_vtype et;
+    int64_t n;
+    const void *arr;
+    st = ms_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &arr);
+    if (st == MS_ERR_NOT_FOUND) MS_FAIL(MS_ERR_NOT_FOUND, "%s: missing key tokenizer.ggml.tokens", name);
+    MS_TRY(st);
+    if (et != MS_GGUF_STRING) MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.tokens must be an array of strings", name);
+    if (n < 1 || n >= INT32_MAX / 2)
+        MS_FAIL(MS_ERR_RANGE, "%s: tokenizer.ggml.tokens has %lld entries, outside [1, %d)", name, (long long)n,
+                INT32_MAX / 2);
+    const uint8_t *types = NULL, *scores = NULL;
+    ms_gguf_vtype score_type = MS_GGUF_F32;
+    int64_t m;
+    st = ms_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &m, &arr);
+    if (st != MS_ERR_NOT_FOUND) {
+        MS_TRY(st);
+        if (et != MS_GGUF_I32) MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.token_type must be an array of int32", name);
+        if (m != n)
+            MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.token_type has %lld entries but tokenizer.ggml.tokens has %lld",
+                    name, (long long)m, (long long)n);
+        types = arr;
+    }
+    st = ms_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &m, &arr);
+    if (st != MS_ERR_NOT_FOUND) {
+        MS_TRY(st);
+        if (et != MS_GGUF_F32 && et != MS_GGUF_I32)
+            MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.scores must be an array of float32 or int32", name);
+        if (m != n)
+            MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.scores has %lld entries but tokenizer.ggml.tokens has %lld",
+                    name, (long long)m, (long long)n);
+        scores = arr;
+        score_type = et;
+    }
+
+    t->n_model = n;
+    MS_TRY(tok_alloc_ids(t, n, t->kind == TOK_SPM));
+    MS_TRY(strmap_init(&t->piece_map, n));
+    uint32_t b2u[256];
+    int16_t u2b[512];
+    byte_unicode_tables(b2u);
+    for (int i = 0; i < 512; i++) u2b[i] = -1;
+    for (int b = 0; b < 256; b++) u2b[b2u[b]] = (int16_t)b;
+    int64_t n_special = 0;
+    for (int64_t id = 0; id < n; id++) {
+        const char *s;
+        size_t len;
+        MS_TRY(ms_gguf_arr_str(g, "tokenizer.ggml.tokens", id, &s, &len));
+        if (len == 0) MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%lld] is empty", name, (long long)id);
+        int32_t type = GT_NORMAL;
+        if (types) memcpy(&type, types + 4 * id, 4);
+        if (type < GT_NORMAL || type > GT_BYTE)
+            MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.token_type[%lld] = %d is not a token type (1..6)", name,
+                    (long long)id, type);
+        int32_t dup = strmap_find(t, &t->piece_map, t->piece, s, len);
+        if (dup >= 0)
+            MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%lld] \"%.*s\" repeats token %d", name, (long long)id,
+                    (int)(len > 64 ? 64 : len), s, dup);
+        MS_TRY(arena_put(t, s, len, &t->piece[id]));
+        strmap_insert(t, &t->piece_map, t->piece, (int32_t)id);
+        MS_TRY(gguf_set_bytes(name, t, (int32_t)id, type, u2b));
+        t->flags[id] = TOK_PRESENT;
+        if (type == GT_CONTROL || type == GT_UNKNOWN) t->flags[id] |= TOK_SPECIAL;
+        if (type == GT_USER) t->flags[id] |= TOK_USERDEF;
+        if (type == GT_CONTROL || type == GT_UNKNOWN || type == GT_USER) n_special++;
+        if (t->score) {
+            if (!scores) {
+                t->score[id] = 0.0f;
+            } else if (score_type == MS_GGUF_F32) {
+                memcpy(&t->score[id], scores + 4 * id, 4);
+            } else {
+                int32_t v;
+                memcpy(&v, scores + 4 * id, 4);
+                t->score[id] = (float)v;
+            }
+        }
+        if (len > t->max_piece_len) t->max_piece_len = (uint32_t)len;
+    }
+
+    /* gpt2: raw bytes → id over the normal tokens (what BPE merges into) */
+    if (t->kind == TOK_HF_BPE) {
+        MS_TRY(strmap_init(&t->bytes_map, n));
+        for (int64_t id = 0; id < n; id++) {
+            int32_t type = GT_NORMAL;
+            if (types) memcpy(&type, types + 4 * id, 4);
+            if (type == GT_NORMAL) strmap_insert(t, &t->bytes_map, t->bytes, (int32_t)id);
+        }
+        for (int b = 0; b < 256; b++) {
+            uint8_t c = (uint8_t)b;
+            t->byte_id[b] = strmap_find(t, &t->bytes_map, t->bytes, &c, 1);
+        }
+        /* merges: "a b" (split at the first space after the first byte, as llama.cpp), rank = index */
+        st = ms_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &m, &arr);
+        if (st == MS_ERR_NOT_FOUND) MS_FAIL(MS_ERR_NOT_FOUND, "%s: missing key tokenizer.ggml.merges", name);
+        MS_TRY(st);
+        if (et != MS_GGUF_STRING) MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.merges must be an array of strings", name);
+        if (m >= INT32_MAX) MS_FAIL(MS_ERR_RANGE, "%s: tokenizer.ggml.merges has too many entries", name);
+        MS_TRY(pairmap_init(&t->merges, m));
+        char *cat = ms_malloc((size_t)t->max_piece_len + 1);
+        if (!cat) return MS_ERR_NOMEM;
+        for (int64_t r = 0; r < m; r++) {
+            const char *s;
+            size_t len;
+            st = ms_gguf_arr_str(g, "tokenizer.ggml.merges", r, &s, &len);
+            if (st < 0) break;
+            const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
+            if (!sp) {
+                st = MS_ERR_FORMAT;
+                MS_LOG_ERROR("%s: tokenizer.ggml.merges[%lld] \"%.*s\" is not two tokens separated by a space", name,
+                             (long long)r, (int)(len > 64 ? 64 : len), s);
+                break;
+            }
+            size_t la = (size_t)(sp - s), lb = len - la - 1;
+            int32_t ia = strmap_find(t, &t->piece_map, t->piece, s, la);
+            int32_t ib = strmap_find(t, &t->piece_map, t->piece, sp + 1, lb);
+            int32_t im = -1;
+            if (ia >= 0 && ib >= 0 && la + lb <= t->max_piece_len) {
+                memcpy(cat, s, la);
+                memcpy(cat + la, sp + 1, lb);
+                im = strmap_find(t, &t->piece_map, t->piece, cat, la + lb);
+            }
+            if (ia < 0 || ib < 0 || im < 0) {
+                st = MS_ERR_FORMAT;
+                MS_LOG_ERROR("%s: tokenizer.ggml.merges[%lld] \"%.*s\": %s is not in tokenizer.ggml.tokens", name,
+                             (long long)r, (int)(len > 64 ? 64 : len), s,
+                             ia < 0 ? "the left token" : ib < 0 ? "the right token" : "the merged token");
+                break;
+            }
+            pairmap_insert(&t->merges, ia, ib, (int32_t)r, im);
+        }
+        free(cat);
+        MS_TRY(st);
+        MS_TRY(hf_compile_regex(name, regex, t));
+    } else {
+        /* "llama": the byte fallback needs <0xXX> tokens (set by gguf_set_bytes); text lookups use piece_map */
+        t->unk_id = 0 < n ? 0 : -1;
+    }
+
+    /* special ids (llama.cpp defaults, then the file's keys) */
+    t->bos = t->kind == TOK_SPM && n > 1 ? 1 : -1;
+    int32_t eos = t->kind == TOK_SPM && n > 2 ? 2 : -1, eot = -1;
+    MS_TRY(gguf_token_id(g, t, "tokenizer.ggml.bos_token_id", &t->bos));
+    MS_TRY(gguf_token_id(g, t, "tokenizer.ggml.eos_token_id", &eos));
+    MS_TRY(gguf_token_id(g, t, "tokenizer.ggml.eot_token_id", &eot));
+    MS_TRY(gguf_token_id(g, t, "tokenizer.ggml.unknown_token_id", &t->unk_id));
+    MS_TRY(gguf_opt_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos));
+    MS_TRY(gguf_opt_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix));
+    if (t->add_bos && t->bos < 0)
+        MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer.ggml.add_bos_token is true but there is no tokenizer.ggml.bos_token_id",
+                name);
+    t->n_eos = 0;
+    eos_add(t, eos);
+    eos_add(t, eot);
+    /* end-of-generation tokens found by text (llama.cpp does the same), and
+     * made control tokens so raw text never produces them */
+    for (size_t i = 0; i < sizeof EOG_TEXTS / sizeof *EOG_TEXTS; i++) {
+        int32_t id = strmap_find(t, &t->piece_map, t->piece, EOG_TEXTS[i], strlen(EOG_TEXTS[i]));
+        if (id < 0) continue;
+        eos_add(t, id);
+        if (!(t->flags[id] & (TOK_SPECIAL | TOK_USERDEF))) n_special++;
+        t->flags[id] = (uint8_t)((t->flags[id] & ~TOK_USERDEF) | TOK_SPECIAL);
+    }
+
+    /* control / unknown / user-defined tokens, longest first */
+    if (n_special) {
+        t->special = ms_malloc((size_t)n_special * sizeof *t->special);
+        special_key *keys = ms_malloc((size_t)n_special * sizeof *keys);
+        if (!t->special || !keys) {
+            free(keys);
+            return MS_ERR_NOMEM;
+        }
+        int64_t k = 0;
+        for (int64_t id = 0; id < n; id++)
+            if (t->flags[id] & (TOK_SPECIAL | TOK_USERDEF)) keys[k++] = (special_key){t->piece[id].len, (int32_t)id};
+        MS_ASSERT(k == n_special);
+        qsort(keys, (size_t)k, sizeof *keys, cmp_special);
+        for (int64_t i = 0; i < k; i++) t->special[i] = keys[i].id;
+        t->n_special = k;
+        free(keys);
+    }
+
+    /* chat template */
+    const char *tmpl;
+    st = ms_gguf_get_str(g, "tokenizer.chat_template", &tmpl, NULL);
+    t->chat = MS_CHAT_NONE;
+    if (st == MS_OK) {
+        if (strstr(tmpl, "<|im_start|>"))
+            t->chat = MS_CHAT_CHATML;
+        else if (strstr(tmpl, "<|start_header_id|>"))
+            t->chat = MS_CHAT_LLAMA3;
+        else
+            MS_LOG_INFO("%s: tokenizer.chat_template is neither ChatML nor Llama-3; no chat template", name);
+    } else if (st != MS_ERR_NOT_FOUND) {
+        return st;
+    }
+    t->gguf = true;
+    return MS_OK;
+}
+
+ms_status ms_tok_load_gguf(const ms_gguf *g, ms_tok **out) {
+    MS_ASSERT(g && out);
+    *out = NULL;
+    ms_tok *t = tok_new(TOK_HF_BPE);
+    if (!t) return MS_ERR_NOMEM;
+    ms_status st = gguf_parse(g, t);
+    if (st < 0) {
+        ms_tok_free(&t);
+        return st;
+    }
+    *out = t;
+    return MS_OK;
+}
+
+ms_status ms_tok_load_path(const char *path, ms_tok **out) {
+    MS_ASSERT(path && out);
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0) MS_FAIL(MS_ERR_NOT_FOUND, "%s: no such file or directory", path);
+    if (S_ISDIR(sb.st_mode)) return ms_tok_load_dir(path, out);
+    if (!ms_gguf_is_gguf(path))
+        MS_FAIL(MS_ERR_FORMAT, "%s: not a GGUF file (no GGUF magic) and not a model directory", path);
+    ms_gguf *g;
+    MS_TRY(ms_gguf_open(path, &g));
+    ms_status st = ms_tok_load_gguf(g, out);
+    ms_gguf_close(&g);
+    return st;
+}
+
 /* ---- queries -------------------------------------------------------------------------- */
 
 int64_t ms_tok_vocab_size(const ms_tok *t) { return t->n_ids; }
 int32_t ms_tok_bos(const ms_tok *t) { return t->bos; }
+bool ms_tok_add_bos(const ms_tok *t) { return t->add_bos && t->bos >= 0; }
 ms_chat_kind ms_tok_chat_kind(const ms_tok *t) { return t->chat; }
 
 int ms_tok_eos(const ms_tok *t, const int32_t **ids) {
@@ -1615,6 +2209,13 @@ ms_status ms_tok_decode_next(const ms_tok *t, ms_tok_decoder *d, int32_t id, boo
     /* llama2.c decode(): after BOS the piece's leading space is dropped */
     if (t->kind == TOK_LLAMA2C && prev == t->bos && t->piece[id].len > 0 && t->arena[t->piece[id].off] == ' ' &&
         b == (const uint8_t *)t->arena + t->piece[id].off) {
+        b++;
+        nb--;
+    }
+    /* GGUF "llama" with a space prefix: the space the encoder put after a
+     * special token (BOS included) is not part of the text */
+    if (t->kind == TOK_SPM && t->add_space_prefix && nb > 0 && b[0] == ' ' &&
+        prev >= 0 && (t->flags[prev] & (TOK_SPECIAL | TOK_USERDEF))) {
         b++;
         nb--;
     }

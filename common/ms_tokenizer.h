@@ -7,6 +7,12 @@
  *    entry is not merged), added/special tokens matched before the regex.
  *  - llama2.c tokenizer.bin (SentencePiece-style: scores, <0xXX> byte tokens,
  *    merges by best score, leading-space prepending), e.g. tok512.bin.
+ *  - GGUF metadata (tokenizer.ggml.*), encoding as llama.cpp does: "gpt2"
+ *    (byte-level BPE, merges by rank, pre-tokenizer regex named by
+ *    tokenizer.ggml.pre: qwen2, llama-bpe) and "llama" (SentencePiece-style:
+ *    merges by best score over UTF-8 characters, ' ' written U+2581, <0xXX>
+ *    byte fallback, optional space prefix — Gemma has none). Control and
+ *    user-defined tokens are cut out of the text first, longest first.
  *
  * Decoding is streaming-safe: ms_tok_decoder holds back the bytes of an
  * incomplete UTF-8 sequence until the token that completes it arrives.
@@ -30,10 +36,20 @@ ms_status ms_tok_load_llama2c(const char *path, int64_t vocab_size, ms_tok **out
 /* Load from a model directory: tokenizer.json (+ tokenizer_config.json) if
  * present, else tokenizer.bin (vocab size read from config.json). */
 ms_status ms_tok_load_dir(const char *dir, ms_tok **out);
+/* Load from a GGUF reader's metadata (everything is copied: the reader may
+ * be closed afterwards). Errors name the file and the key. */
+typedef struct ms_gguf ms_gguf;
+ms_status ms_tok_load_gguf(const ms_gguf *g, ms_tok **out);
+/* A .gguf file (detected by its magic) or a model directory (ms_tok_load_dir). */
+ms_status ms_tok_load_path(const char *path, ms_tok **out);
 void ms_tok_free(ms_tok **t);
 
 int64_t ms_tok_vocab_size(const ms_tok *t); /* number of ids incl. added tokens */
 int32_t ms_tok_bos(const ms_tok *t);        /* -1 if none */
+/* Whether a prompt starts with BOS: GGUF tokenizer.ggml.add_bos_token, else
+ * llama.cpp's default (true for "llama" and llama-bpe, false for other gpt2);
+ * HF and llama2.c: true when there is a BOS id. */
+bool ms_tok_add_bos(const ms_tok *t);
 /* End-of-generation ids (eos and, for chat models, end-of-turn). */
 int ms_tok_eos(const ms_tok *t, const int32_t **ids);
 bool ms_tok_is_eos(const ms_tok *t, int32_t id);
