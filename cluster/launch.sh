@@ -13,12 +13,15 @@
 #                                hosts.workdir, which must hold the same
 #                                checkout, build and models
 # State (pids, hosts, URL) goes to RUN_DIR (default build/cluster) for
-# cluster/stop.sh.
+# cluster/stop.sh. The cluster is up only when the nodes this script started
+# are: a busy HTTP port, or a node of ours that exits or never gets healthy,
+# stops what was started, removes the pid file and exits 1.
+# Environment: MS_BUILD_DIR (the build, as --build; default build/release).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
-config="" build="$root/build/release" timeout=60 logs="" run_dir=${RUN_DIR:-$root/build/cluster}
+config="" build="${MS_BUILD_DIR:-$root/build/release}" timeout=60 logs="" run_dir=${RUN_DIR:-$root/build/cluster}
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -49,6 +52,37 @@ if [ -f "$run_dir/pids" ]; then
   exit 1
 fi
 
+# Something already listening on the target's port would answer our health
+# probe for a node that cannot bind it.
+port_busy() { # port_busy ADDR PORT (local ports only)
+  local a=$1
+  [ "$a" != 0.0.0.0 ] || a=127.0.0.1
+  [ "$a" != "::" ] || a=::1
+  [ "$a" != localhost ] || a=127.0.0.1
+  (exec 3<>"/dev/tcp/$a/$2") 2>/dev/null
+}
+case "$host_t" in
+  ""|localhost|127.0.0.1)
+    if port_busy "$listen" "$port"; then
+      echo "launch.sh: port $port on $listen is already in use (another cluster?); nothing started" >&2
+      exit 1
+    fi ;;
+esac
+
+# abort MESSAGE — stop what this run started (local nodes), forget it, exit 1.
+started=()
+abort() {
+  echo "launch.sh: $*" >&2
+  local p i
+  for p in "${started[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in "${started[@]}"; do
+    for i in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null
+  done
+  rm -f "$run_dir/pids" "$run_dir/url"
+  exit 1
+}
+
 # start ROLE HOST EXE → prints "HOST PID"
 start() {
   local role=$1 host=$2 exe=$3 log=$logs/$1.log
@@ -71,11 +105,20 @@ start() {
 echo "launch.sh: starting the target (${host_t:-local})" >&2
 read -r where_t pid_t < <(start target "$host_t" bin/microspec-target)
 echo "target $where_t $pid_t" >"$run_dir/pids"
+[ "$where_t" != local ] || started+=("$pid_t")
+where_d="" pid_d=""
 if [ "$draft_enabled" = true ]; then
   echo "launch.sh: starting the draft (${host_d:-local})" >&2
   read -r where_d pid_d < <(start draft "$host_d" bin/microspec-draft)
   echo "draft $where_d $pid_d" >>"$run_dir/pids"
+  [ "$where_d" != local ] || started+=("$pid_d")
 fi
+# ours_alive — the local nodes this run started are still running
+ours_alive() {
+  if [ "$where_t" = local ] && ! kill -0 "$pid_t" 2>/dev/null; then echo target; return 1; fi
+  if [ "$where_d" = local ] && ! kill -0 "$pid_d" 2>/dev/null; then echo draft; return 1; fi
+  return 0
+}
 
 # The URL as a client reaches it: the target host's address when it is remote.
 addr=$listen
@@ -94,18 +137,18 @@ while [ $SECONDS -lt $deadline ]; do
   if health=$("${probe[@]}" curl -s -m 2 "${auth[@]}" "$url/health" 2>/dev/null) && [ -n "$health" ]; then
     if [ "$draft_enabled" != true ] || grep -q '"draft":"up"' <<<"$health"; then break; fi
   fi
-  if [ "$where_t" = local ] && ! kill -0 "$pid_t" 2>/dev/null; then
-    echo "launch.sh: the target exited; its log ($logs/target.log) ends with:" >&2
-    tail -n 20 "$logs/target.log" >&2
-    rm -f "$run_dir/pids"
-    exit 1
+  if ! dead=$(ours_alive); then
+    echo "launch.sh: the $dead exited; its log ($logs/$dead.log) ends with:" >&2
+    tail -n 20 "$logs/$dead.log" >&2
+    abort "the cluster did not come up"
   fi
   sleep 0.2
 done
 if [ -z "$health" ] || { [ "$draft_enabled" = true ] && ! grep -q '"draft":"up"' <<<"$health"; }; then
-  echo "launch.sh: no healthy cluster within ${timeout}s (health: ${health:-no answer}); logs in $logs" >&2
-  exit 1
+  abort "no healthy cluster within ${timeout}s (health: ${health:-no answer}); logs in $logs"
 fi
+# The answer must have come from our own target, still running.
+dead=$(ours_alive) || abort "the $dead exited right after /health answered (another process on port $port?); logs in $logs"
 echo "MicroSpec cluster up: $url"
 echo "  health: $health"
 echo "  logs:   $logs/target.log${draft_enabled:+ $( [ "$draft_enabled" = true ] && echo "$logs/draft.log")}"

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Stops the cluster cluster/launch.sh started (RUN_DIR, default build/cluster):
 # SIGTERM, then SIGKILL after a grace period, locally, in a namespace or over ssh.
+#
+#   cluster/stop.sh            (no arguments; RUN_DIR=DIR for another run folder)
 set -uo pipefail
+# --help prints the header above; an unknown option is refused (exit 2).
+for a in "$@"; do
+  case $a in
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "stop.sh: unknown option $a (see --help)" >&2; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 run_dir=${RUN_DIR:-$root/build/cluster}
 [ -f "$run_dir/pids" ] || { echo "stop.sh: nothing to stop ($run_dir/pids absent)" >&2; exit 0; }

@@ -41,6 +41,30 @@ void ms_log_set_role(const char *role) {
 
 void ms_log_set_level(ms_log_level level) { g_level = (int)level; }
 
+ms_status ms_log_to_dir(const char *dir, const char *role, char *path_out, size_t cap) {
+    MS_ASSERT(dir && role);
+    struct stat st;
+    errno = 0;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        MS_FAIL(MS_ERR_NOT_FOUND, "log.dir: \"%s\" is not an existing folder%s%s", dir, errno ? ": " : "",
+                errno ? strerror(errno) : "");
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/microspec-%s.log", dir, role);
+    if (n < 0 || (size_t)n >= sizeof path) MS_FAIL(MS_ERR_RANGE, "log.dir: \"%s\" is too long a path", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) MS_FAIL(MS_ERR_IO, "log.dir: cannot open %s for appending: %s", path, strerror(errno));
+    fprintf(stderr, "[%s %d] INFO logging to %s\n", g_role, (int)getpid(), path);
+    fflush(stderr);
+    if (dup2(fd, STDERR_FILENO) < 0) {
+        int e = errno;
+        close(fd);
+        MS_FAIL(MS_ERR_IO, "log.dir: cannot redirect stderr to %s: %s", path, strerror(e));
+    }
+    close(fd);
+    if (path_out && cap) snprintf(path_out, cap, "%s", path);
+    return MS_OK;
+}
+
 bool ms_log_level_parse(const char *s, ms_log_level *out) {
     static const char *names[] = {"debug", "info", "warn", "error", "off"};
     for (int i = 0; i <= MS_LOG_OFF; i++)

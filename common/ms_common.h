@@ -49,6 +49,12 @@ void ms_log_set_role(const char *role);
 /* "debug" | "info" | "warn" | "error" | "off" → level; false if unknown. */
 bool ms_log_level_parse(const char *s, ms_log_level *out);
 void ms_log_set_level(ms_log_level level);
+/* log.dir: from now on this process's stderr (our log lines, libraries'
+ * messages, sanitizer reports) is appended to DIR/microspec-ROLE.log. DIR
+ * must be an existing, writable folder (MS_ERR_NOT_FOUND / MS_ERR_IO, logged
+ * on the old stderr). One line on the old stderr says where the log went;
+ * the file's path is written to path_out (cap bytes) when given. */
+ms_status ms_log_to_dir(const char *dir, const char *role, char *path_out, size_t cap);
 ms_log_level ms_log_get_level(void);
 void ms_log_msg(ms_log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -5,6 +5,7 @@
  * checks. Adding a key = one field in ms_cfg + one row here. */
 #include "ms_config.h"
 
+#include <arpa/inet.h>
 #include <libconfig.h>
 #include <libgen.h>
 #include <stdarg.h>
@@ -111,7 +112,7 @@ static const cfg_key g_keys[] = {
     KEY_STR("link.curve.client_secret", K_Z85, link.curve.client_secret, "", F_SECRET, "the draft's CURVE secret key"),
 
     KEY_STR("http.listen", K_SAFE, http.listen, "127.0.0.1", F_NONEMPTY,
-            "address the HTTP API listens on (loopback by default)"),
+            "address the HTTP API listens on: an IPv4/IPv6 literal or \"localhost\" (loopback by default)"),
     KEY_INT("http.port", http.port, 8080, 1, 65535, "HTTP port"),
     KEY_INT("http.queue", http.queue, 8, 1, 4096, "requests waiting beyond the running one; a full queue answers 503"),
     KEY_INT("http.max_tokens_default", http.max_tokens_default, 256, 1, 1 << 20,
@@ -119,7 +120,16 @@ static const cfg_key g_keys[] = {
     KEY_INT("http.max_tokens_limit", http.max_tokens_limit, 4096, 1, 1 << 20, "largest max_tokens a request may ask"),
     KEY_STR("http.bearer_token", K_STR, http.bearer_token, "", F_SECRET,
             "if set, requests need \"Authorization: Bearer TOKEN\""),
-    KEY_INT("http.request_timeout_s", http.request_timeout_s, 600, 1, 86400, "a request running longer is cancelled"),
+    KEY_INT("http.request_timeout_s", http.request_timeout_s, 600, 1, 86400,
+            "a request generating longer is stopped: its text so far, finish_reason \"timeout\""),
+    KEY_INT("http.max_connections", http.max_connections, 1024, 2, 65536,
+            "HTTP connections open at once, idle ones included (> http.queue + 1); beyond it requests get 503 "
+            "(/health still answers)"),
+    KEY_INT("http.header_timeout_s", http.header_timeout_s, 10, 1, 3600,
+            "a request (line, headers, body) must arrive within this many seconds of the connection opening or "
+            "the previous response, else 408 and the connection is closed"),
+    KEY_INT("http.idle_timeout_s", http.idle_timeout_s, 30, 1, 86400,
+            "a connection with no socket activity for this long is closed"),
 
     KEY_STR("hosts.target", K_SAFE, hosts.target, "localhost", F_NONEMPTY,
             "cluster/launch.sh: host of the target node (localhost: started locally, else over ssh)"),
@@ -600,6 +610,18 @@ static ms_status check_cross(cfg_ctx *x, const ms_cfg *c) {
                         "top_k * depth = %lld * %lld = %lld rows per round, more than %d", (long long)c->tree.top_k,
                         (long long)c->tree.depth, (long long)(c->tree.top_k * c->tree.depth), MS_CFG_TREE_MAX);
     }
+    /* The target binds what inet_pton reads, or "localhost" (= 127.0.0.1):
+     * the same rule here, so --check and the node agree (issue 15). */
+    unsigned char addr[sizeof(struct in6_addr)];
+    if (strcmp(c->http.listen, "localhost") != 0 && inet_pton(AF_INET, c->http.listen, addr) != 1 &&
+        inet_pton(AF_INET6, c->http.listen, addr) != 1)
+        return cfg_fail(x, MS_ERR_INVALID, line_of(x, "http.listen"), "http.listen",
+                        "\"%s\" is not an IPv4 or IPv6 address or \"localhost\" (host names are not resolved)",
+                        c->http.listen);
+    if (c->http.max_connections <= c->http.queue + 1)
+        return cfg_fail(x, MS_ERR_RANGE, line_of2(x, "http.max_connections", "http.queue"), "http.max_connections",
+                        "%lld must be more than http.queue + 1 (%lld): queued requests hold their connections",
+                        (long long)c->http.max_connections, (long long)c->http.queue + 1);
     if (c->http.max_tokens_default > c->http.max_tokens_limit)
         return cfg_fail(x, MS_ERR_RANGE, line_of2(x, "http.max_tokens_default", "http.max_tokens_limit"),
                         "http.max_tokens_default", "%lld is more than http.max_tokens_limit %lld",

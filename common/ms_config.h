@@ -102,6 +102,7 @@ typedef struct {
         int64_t port, queue, max_tokens_default, max_tokens_limit;
         char bearer_token[MS_CFG_NAME_MAX]; /* "" = no authentication */
         int64_t request_timeout_s;
+        int64_t max_connections, header_timeout_s, idle_timeout_s;
     } http;
     struct {
         char target[MS_CFG_NAME_MAX], draft[MS_CFG_NAME_MAX];

@@ -9,6 +9,7 @@
 #include "ms_config.h"
 #include "ms_draft.h"
 #include "ms_kernels.h"
+#include "ms_gguf.h"
 #include "ms_link.h"
 
 static volatile sig_atomic_t g_stop;
@@ -85,6 +86,7 @@ int main(int argc, char **argv) {
     ms_log_level lvl = MS_LOG_INFO;
     ms_log_level_parse(cfg.log.level, &lvl); /* the config loader allows only known names */
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
+    if (cfg.log.dir[0] && ms_log_to_dir(cfg.log.dir, "draft", NULL, 0) < 0) return 2;
     ms_cfg_log(&cfg);
     if (!cfg.draft.enabled) {
         MS_LOG_ERROR("%s: draft.enabled is false: there is nothing for a draft node to do", cfg.source);
@@ -120,7 +122,10 @@ int main(int argc, char **argv) {
     ms_xfer *xfer = NULL;
     char tok_fp[17], model_fp[17];
     char *model_cfg = ms_path_join(o.model_dir, "config.json");
-    if (!model_cfg || ms_link_fingerprint_file(model_cfg, model_fp) < 0) goto done;
+    if (!model_cfg) goto done;
+    if (ms_gguf_is_gguf(o.model_dir) ? ms_link_fingerprint_gguf_model(o.model_dir, model_fp) < 0
+                                     : ms_link_fingerprint_file(model_cfg, model_fp) < 0)
+        goto done;
     /* An EAGLE head has no tokenizer of its own: it uses the target's. */
     if (ms_link_fingerprint_tokenizer(o.kind == MS_DRAFT_LM ? cfg.draft.model : cfg.target.model, tok_fp) < 0) goto done;
     if (ms_dft_new(&o, &dft) < 0) goto done;

@@ -1,5 +1,6 @@
 /* ms_link.c — ZeroMQ ROUTER/DEALER link with deadlines, heartbeats, CURVE. */
 #include "ms_link.h"
+#include "ms_gguf.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -489,6 +490,7 @@ bool ms_link_peer_alive(const ms_link *l) {
 ms_link_counters ms_link_counters_get(const ms_link *l) { return l->counters; }
 
 ms_status ms_link_fingerprint_tokenizer(const char *dir, char out[17]) {
+    if (ms_gguf_is_gguf(dir)) return ms_link_fingerprint_gguf_tokens(dir, out);
     const char *names[] = {"tokenizer.json", "tokenizer.bin"};
     for (int i = 0; i < 2; i++) {
         char *p = ms_path_join(dir, names[i]);

@@ -85,5 +85,10 @@ ms_status ms_link_fingerprint_file(const char *path, char out[17]);
 /* Fingerprint of a model folder's tokenizer (tokenizer.json, else tokenizer.bin):
  * target and draft must agree on it. */
 ms_status ms_link_fingerprint_tokenizer(const char *dir, char out[17]);
+/* GGUF models (ms_link_fp.c): the token list (model, pre, tokens with types,
+ * merges, BOS/EOS, add_bos) — equal for files sharing a tokenizer — and the
+ * header (keys, tensor names, types, shapes, offsets). */
+ms_status ms_link_fingerprint_gguf_tokens(const char *path, char out[17]);
+ms_status ms_link_fingerprint_gguf_model(const char *path, char out[17]);
 
 #endif

@@ -150,7 +150,7 @@ static bool relay_tokens(void *ctx, const int32_t *ids, int64_t n) {
 }
 
 static ms_status backend_run(void *ctx, const ms_http_request *req, bool (*emit)(void *, const char *, size_t),
-                             void *ectx, ms_gen_stats *stats, char *finish, size_t cap) {
+                             void *ectx, ms_gen_stats *stats, char *finish, size_t cap, ms_http_error *err) {
     server *s = ctx;
     ms_ids ids = {0};
     char *rendered = NULL;
@@ -168,15 +168,30 @@ static ms_status backend_run(void *ctx, const ms_http_request *req, bool (*emit)
                 strcat(rendered, req->messages[i].content);
                 if (i + 1 < req->n_messages) strcat(rendered, "\n");
             }
-            if (ms_tok_bos(s->tok) >= 0) MS_TRY_GOTO(st, ms_ids_push(&ids, ms_tok_bos(s->tok)), out);
+            if (ms_tok_add_bos(s->tok) && ms_tok_bos(s->tok) >= 0) MS_TRY_GOTO(st, ms_ids_push(&ids, ms_tok_bos(s->tok)), out);
             MS_TRY_GOTO(st, ms_tok_encode(s->tok, rendered, strlen(rendered), false, &ids), out);
         } else {
             MS_TRY_GOTO(st, ms_chat_render(kind, req->messages, req->n_messages, true, &rendered), out);
             MS_TRY_GOTO(st, ms_tok_encode(s->tok, rendered, strlen(rendered), true, &ids), out);
         }
     } else {
-        if (ms_tok_bos(s->tok) >= 0) MS_TRY_GOTO(st, ms_ids_push(&ids, ms_tok_bos(s->tok)), out);
+        if (ms_tok_add_bos(s->tok) && ms_tok_bos(s->tok) >= 0) MS_TRY_GOTO(st, ms_ids_push(&ids, ms_tok_bos(s->tok)), out);
         MS_TRY_GOTO(st, ms_tok_encode(s->tok, req->prompt, req->prompt_len, false, &ids), out);
+    }
+
+    /* The context must hold the prompt and at least one new token: a client
+     * error, answered like OpenAI's (400, context_length_exceeded). */
+    int64_t n_ctx = ms_model_max_ctx(s->model);
+    if (ids.n >= n_ctx) {
+        err->http_code = 400;
+        snprintf(err->code, sizeof err->code, "context_length_exceeded");
+        snprintf(err->param, sizeof err->param, "%s", req->chat ? "messages" : "prompt");
+        snprintf(err->message, sizeof err->message,
+                 "This model's maximum context length is %lld tokens. However, your %s resulted in %lld tokens, "
+                 "which leaves no room for a completion.",
+                 (long long)n_ctx, req->chat ? "messages" : "prompt", (long long)ids.n);
+        st = MS_ERR_RANGE;
+        goto out;
     }
 
     ms_gen_params gp = ms_gen_params_default();
@@ -285,6 +300,7 @@ int main(int argc, char **argv) {
     ms_log_level lvl = MS_LOG_INFO;
     ms_log_level_parse(c->log.level, &lvl); /* the config loader allows only known names */
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
+    if (c->log.dir[0] && ms_log_to_dir(c->log.dir, "target", NULL, 0) < 0) return 2;
     ms_cfg_log(c);
     ms_k_cpu_set_threads((int)c->target.threads);
     pthread_mutex_init(&s.mu, NULL);
@@ -294,7 +310,7 @@ int main(int argc, char **argv) {
 
     int rc = 1;
     ms_http *http = NULL;
-    if (ms_tok_load_dir(c->target.model, &s.tok) < 0 || ms_link_fingerprint_tokenizer(c->target.model, s.tok_fp) < 0) goto done;
+    if (ms_tok_load_path(c->target.model, &s.tok) < 0 || ms_link_fingerprint_tokenizer(c->target.model, s.tok_fp) < 0) goto done;
     ms_model_opts mo = {.max_ctx = c->target.max_ctx, .device = c->target.device}; /* "cpu" | "cuda:N" */
     if (ms_model_load(c->target.model, &mo, &s.model) < 0 || ms_tgt_new(s.model, &s.tgt) < 0) goto done;
     s.V = ms_model_vocab(s.model);
@@ -337,7 +353,11 @@ int main(int argc, char **argv) {
                        .bearer_token = c->http.bearer_token[0] ? c->http.bearer_token : NULL,
                        .max_tokens_default = (int)c->http.max_tokens_default,
                        .max_tokens_limit = (int)c->http.max_tokens_limit,
-                       .model_name = "microspec"};
+                       .model_name = "microspec",
+                       .max_connections = (int)c->http.max_connections,
+                       .header_timeout_s = (double)c->http.header_timeout_s,
+                       .idle_timeout_s = (int)c->http.idle_timeout_s,
+                       .request_timeout_s = (double)c->http.request_timeout_s};
     ms_http_backend hb = {.ctx = &s, .run = backend_run, .health = backend_health, .metrics = backend_metrics};
     if (ms_http_start(&ho, &hb, &http) < 0) goto done;
     MS_LOG_INFO("serving http://%s:%d (draft %s)", c->http.listen, ms_http_port(http),

@@ -7,7 +7,19 @@
  * plainly — on the job's condition variable — both while its non-streamed
  * request waits and inside the SSE content reader, without suspending and
  * resuming connections or busy-polling (a reader returning 0 spins in MHD's
- * internal-polling modes). The connection count is capped (4·queue + 64).
+ * internal-polling modes).
+ *
+ * Overload (issue 15). Every connection is tracked from MHD's connection
+ * notification (a `peer`). Past max_connections a connection is marked
+ * overflow: its request is answered 503 + "Connection: close" (/health is
+ * still answered) and it gets 1 s to send it; MHD's own limit sits a reserve
+ * above, and only past that is a socket closed unanswered. MHD's timeout is
+ * an idle timeout, which a client sending a byte a second never reaches, so a
+ * reaper thread enforces a total deadline on receiving each request: a peer
+ * not yet answering a request past its deadline gets a 408 and shutdown(2),
+ * which wakes MHD's connection thread to close it. MHD calls the CLOSED
+ * notification before close(2), and both run under h->cmu, so the reaper
+ * never touches a reused descriptor.
  *
  * One worker thread owns the backend: it pops jobs in FIFO order and calls
  * backend.run; the run's emit callback appends text to the job under h->mu,
@@ -29,6 +41,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -43,6 +56,8 @@
 
 #define WAIT_SLICE_MS 100 /* how often a waiting connection checks its socket */
 #define STOP_DRAIN_S 5.0  /* ms_http_stop waits this long for answers to go out */
+#define REAP_SLICE_MS 100 /* how often the reaper looks at the header deadlines */
+#define OVERFLOW_GRACE_S 1.0 /* an overflow connection's time to send its request */
 
 /* ---- a growable byte buffer ---------------------------------------------- */
 
@@ -277,7 +292,10 @@ static ms_status parse_object(json_t *root, bool chat, ms_http_request *r, char 
     if ((v = field(root, "top_p"))) {
         if (!json_is_number(v) || !(json_number_value(v) > 0.0 && json_number_value(v) <= 1.0))
             return parse_fail(r, err, cap, "top_p", "'top_p' must be a number in (0, 1]");
-        r->top_p = json_number_value(v);
+        /* The sampler works in float: a top_p that rounds to 0.0f would turn
+         * filtering off (sample from everything). The smallest positive float
+         * keeps just the most likely token, as the value asks: greedy. */
+        r->top_p = json_number_value(v) < (double)FLT_TRUE_MIN ? (double)FLT_TRUE_MIN : json_number_value(v);
     }
     if ((v = field(root, "seed"))) {
         if (!json_is_integer(v)) return parse_fail(r, err, cap, "seed", "'seed' must be an integer");
@@ -341,19 +359,47 @@ struct job {
     /* result (valid once JOB_DONE) */
     ms_status status;
     int http_code;      /* on failure */
-    char errmsg[160];
+    char errmsg[272];
     ms_gen_stats stats;
     char stop_reason[32];
     char finish[16];
+    ms_http_error berr;  /* what the backend reported with its failure */
+    double t_arrive;     /* ms_now_s() when queued */
+    double deadline;     /* request_timeout_s after the run started; 0 → none */
+    double t_last_emit;  /* previous text emission (0 before the first) */
+    bool timed_out;
 };
 
 /* Status codes counted in /metrics; the last slot takes any other. */
-static const int k_codes[] = {200, 400, 401, 404, 405, 413, 500, 503, 0};
+static const int k_codes[] = {200, 204, 400, 401, 404, 405, 408, 413, 500, 503, 0};
 #define N_CODES ((int)(sizeof k_codes / sizeof k_codes[0]))
+
+/* Prometheus histograms: cumulative counts per upper bound (seconds), +Inf last. */
+static const double k_lat_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+static const double k_itl_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+#define N_LAT ((int)(sizeof k_lat_bounds / sizeof k_lat_bounds[0]))
+#define N_ITL ((int)(sizeof k_itl_bounds / sizeof k_itl_bounds[0]))
+#define HIST_MAX 16
+
+typedef struct {
+    uint64_t bucket[HIST_MAX + 1]; /* bucket[k]: observations ≤ bounds[k] (not cumulative); [n]: above all */
+    uint64_t count;
+    double sum;
+} hist;
+
+static void hist_add(hist *hg, const double *bounds, int n, double x) {
+    int k = 0;
+    while (k < n && x > bounds[k]) k++;
+    hg->bucket[k]++;
+    hg->count++;
+    hg->sum += x;
+}
 
 typedef struct {
     uint64_t by_code[N_CODES];
-    uint64_t rejected, cancelled, runs, failed;
+    uint64_t rejected, cancelled, runs, failed, timeouts;
+    uint64_t conn_rejected, conn_reaped; /* 503 for too many connections; 408 + closed past the header deadline */
+    hist ttft, itl, duration;
     int64_t tokens, prompt_tokens, rounds, spec_rounds, vocab_sum, vocab_max, max_depth;
     int64_t accepted_ge[MS_TREE_MAX + 1];
     double mal_sum;
@@ -361,10 +407,28 @@ typedef struct {
     double prefill_s, draft_s, vocab_s, verify_s, accept_s, total_s;
 } totals;
 
+/* One open connection (MHD's socket context), under h->cmu. */
+typedef struct peer peer;
+struct peer {
+    peer *prev, *next;
+    int fd;
+    double deadline; /* the current request must have arrived by then (unless busy) */
+    bool busy;       /* a request was received and is being answered */
+    bool overflow;   /* opened past max_connections: answered 503 */
+    bool reaped;     /* 408 sent and shut down */
+};
+
 struct ms_http {
     struct MHD_Daemon *d;
     ms_http_backend be;
-    int port, queue_cap, max_tokens_default, max_tokens_limit;
+    int port, queue_cap, max_tokens_default, max_tokens_limit, max_conn;
+    double header_timeout_s, request_timeout_s;
+    pthread_mutex_t cmu;    /* the peers and their count; mu may be taken inside it, never cmu inside mu */
+    peer *peers;
+    int n_peers;
+    pthread_t reaper;
+    bool reaper_started, reaper_stop;
+    pthread_cond_t reap_cv;
     char *token, *model_name;
     pthread_t worker;
     bool worker_started;
@@ -381,7 +445,7 @@ struct ms_http {
     totals t;
 };
 
-typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS } route;
+typedef enum { R_NONE, R_COMPLETIONS, R_CHAT, R_MODELS, R_MODEL, R_HEALTH, R_METRICS } route;
 
 typedef struct {
     route r;
@@ -473,17 +537,23 @@ static void job_cancel_locked(ms_http *h, job *j) {
 
 /* ---- response bodies ------------------------------------------------------- */
 
-static json_t *error_json(const char *msg, const char *type, const char *param) {
+/* OpenAI's error object; param and code are null when NULL or "". */
+static json_t *error_json_code(const char *msg, const char *type, const char *param, const char *code) {
     json_t *e = json_object();
     json_t *m = json_string(msg);
     json_object_set_new(e, "message", m ? m : json_string("error"));
     json_object_set_new(e, "type", json_string(type));
     json_t *p = param && param[0] ? json_string(param) : NULL;
     json_object_set_new(e, "param", p ? p : json_null());
-    json_object_set_new(e, "code", json_null());
+    json_t *k = code && code[0] ? json_string(code) : NULL;
+    json_object_set_new(e, "code", k ? k : json_null());
     json_t *o = json_object();
     json_object_set_new(o, "error", e);
     return o;
+}
+
+static json_t *error_json(const char *msg, const char *type, const char *param) {
+    return error_json_code(msg, type, param, NULL);
 }
 
 static json_t *stats_json(const ms_gen_stats *s, const char *stop_reason) {
@@ -618,9 +688,19 @@ static size_t find_stop(const job *j, size_t from) {
 static bool emit(void *ectx, const char *text, size_t n) {
     job *j = ectx;
     ms_http *h = j->h;
+    double now = ms_now_s();
     pthread_mutex_lock(&h->mu);
-    bool go = j->state == JOB_RUNNING && !j->cancelled && !j->stopped && !j->nomem;
+    if (j->deadline > 0 && now > j->deadline && !j->timed_out && j->state == JOB_RUNNING) {
+        /* http.request_timeout_s: this piece is past the limit and is dropped. */
+        j->timed_out = true;
+        h->t.timeouts++;
+        MS_LOG_INFO("request %s: stopped after %.1f s (request timeout)", j->id, h->request_timeout_s);
+    }
+    bool go = j->state == JOB_RUNNING && !j->cancelled && !j->stopped && !j->nomem && !j->timed_out;
     if (go && text && n > 0) {
+        if (j->t_last_emit == 0) hist_add(&h->t.ttft, k_lat_bounds, N_LAT, now - j->t_arrive);
+        else hist_add(&h->t.itl, k_itl_bounds, N_ITL, now - j->t_last_emit);
+        j->t_last_emit = now;
         size_t old = j->gen.n;
         if (!buf_add(&j->gen, text, n)) {
             j->nomem = true;
@@ -668,21 +748,29 @@ static void job_finish_locked(ms_http *h, job *j, ms_status s, const ms_gen_stat
     j->stats = *st;
     snprintf(j->stop_reason, sizeof j->stop_reason, "%s", st->stop_reason ? st->stop_reason : "");
     if (j->stopped) snprintf(j->stop_reason, sizeof j->stop_reason, "stop string");
-    bool ok = s == MS_OK || (s == MS_ERR_CANCELLED && (j->stopped || j->cancelled));
+    /* A timeout that the backend noticed (emit returned false) or not (its
+     * last piece was dropped, it then finished): either way a "timeout". */
+    if (j->timed_out) snprintf(j->stop_reason, sizeof j->stop_reason, "request timeout");
+    bool ok = s == MS_OK || (s == MS_ERR_CANCELLED && (j->stopped || j->cancelled || j->timed_out));
     if (ok || j->cancelled) add_totals(&h->t, st);
-    snprintf(j->finish, sizeof j->finish, "%s", j->stopped || strcmp(fin, "length") != 0 ? "stop" : "length");
+    snprintf(j->finish, sizeof j->finish, "%s",
+             j->timed_out ? "timeout" : j->stopped || strcmp(fin, "length") != 0 ? "stop" : "length");
     if (ok && !j->nomem) release_text(j, true);
     if (ok && !j->nomem && j->req.stream && !sse_final(j)) j->nomem = true;
     if (!ok || j->nomem) {
         h->t.failed++;
         j->status = ok ? MS_ERR_NOMEM : s;
-        j->http_code = 500;
-        snprintf(j->errmsg, sizeof j->errmsg, "generation failed (%s)", ms_status_str(j->status));
+        bool mine = !ok && j->berr.http_code >= 400 && j->berr.http_code <= 599 && j->berr.message[0];
+        j->http_code = mine ? j->berr.http_code : 500;
+        if (mine) snprintf(j->errmsg, sizeof j->errmsg, "%s", j->berr.message);
+        else snprintf(j->errmsg, sizeof j->errmsg, "generation failed (%s)", ms_status_str(j->status));
         if (j->req.stream) {
-            sse_event(j, error_json(j->errmsg, "server_error", NULL));
+            sse_event(j, error_json_code(j->errmsg, j->http_code < 500 ? "invalid_request_error" : "server_error",
+                                         mine ? j->berr.param : NULL, mine ? j->berr.code : NULL));
             buf_str(&j->sse, "data: [DONE]\n\n");
         }
     }
+    hist_add(&h->t.duration, k_lat_bounds, N_LAT, ms_now_s() - j->t_arrive);
     j->state = JOB_DONE;
     pthread_cond_broadcast(&j->cv);
 }
@@ -699,6 +787,7 @@ static void *worker_main(void *arg) {
         j->next = NULL;
         h->n_queued--;
         j->state = JOB_RUNNING;
+        if (h->request_timeout_s > 0) j->deadline = ms_now_s() + h->request_timeout_s;
         h->running = j;
         pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&h->mu);
@@ -706,9 +795,14 @@ static void *worker_main(void *arg) {
         ms_gen_stats st;
         memset(&st, 0, sizeof st);
         char fin[16] = "stop";
-        ms_status s = h->be.run(h->be.ctx, &j->req, emit, j, &st, fin, sizeof fin);
+        ms_http_error berr;
+        memset(&berr, 0, sizeof berr);
+        ms_status s = h->be.run(h->be.ctx, &j->req, emit, j, &st, fin, sizeof fin, &berr);
 
         pthread_mutex_lock(&h->mu);
+        j->berr = berr;
+        j->berr.message[sizeof j->berr.message - 1] = j->berr.code[sizeof j->berr.code - 1] = 0;
+        j->berr.param[sizeof j->berr.param - 1] = 0;
         job_finish_locked(h, j, s, &st, fin, sizeof fin);
         h->running = NULL;
         job_unref_locked(j); /* the queue's reference */
@@ -727,6 +821,31 @@ static void count_code(ms_http *h, int code) {
     pthread_mutex_unlock(&h->mu);
 }
 
+static peer *peer_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The request on c has arrived whole: the header deadline no longer applies.
+ * True when c is an overflow connection (its answer closes it). */
+static bool peer_answering(ms_http *h, struct MHD_Connection *c) {
+    peer *p = peer_of(c);
+    if (!p) return false;
+    pthread_mutex_lock(&h->cmu);
+    p->busy = true;
+    bool overflow = p->overflow;
+    pthread_mutex_unlock(&h->cmu);
+    return overflow;
+}
+
+/* Browsers send these with a cross-origin request and its preflight. */
+static void add_cors(struct MHD_Response *r) {
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+}
+
 static enum MHD_Result reply(ms_http *h, struct MHD_Connection *c, int code, char *body, size_t len,
                              const char *type, const char *hname, const char *hval) {
     if (!body) return MHD_NO;
@@ -735,8 +854,10 @@ static enum MHD_Result reply(ms_http *h, struct MHD_Connection *c, int code, cha
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (hname) MHD_add_response_header(r, hname, hval);
+    add_cors(r);
+    if (peer_answering(h, c)) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
     MHD_destroy_response(r);
     count_code(h, code);
@@ -760,8 +881,8 @@ static enum MHD_Result reply_json(ms_http *h, struct MHD_Connection *c, int code
     return reply(h, c, code, body, n + 1, "application/json", hname, hval);
 }
 
-static enum MHD_Result reply_error(ms_http *h, struct MHD_Connection *c, int code, const char *param,
-                                   const char *msg) {
+static enum MHD_Result reply_error_code(ms_http *h, struct MHD_Connection *c, int code, const char *param,
+                                        const char *ecode, const char *msg) {
     const char *type = code == 401   ? "authentication_error"
                        : code >= 500 ? "server_error"
                        : code == 404 ? "not_found_error"
@@ -769,7 +890,12 @@ static enum MHD_Result reply_error(ms_http *h, struct MHD_Connection *c, int cod
     const char *hname = NULL, *hval = NULL;
     if (code == 401) hname = MHD_HTTP_HEADER_WWW_AUTHENTICATE, hval = "Bearer";
     if (code == 503) hname = MHD_HTTP_HEADER_RETRY_AFTER, hval = "1";
-    return reply_json(h, c, code, error_json(msg, type, param), hname, hval);
+    return reply_json(h, c, code, error_json_code(msg, type, param, ecode), hname, hval);
+}
+
+static enum MHD_Result reply_error(ms_http *h, struct MHD_Connection *c, int code, const char *param,
+                                   const char *msg) {
+    return reply_error_code(h, c, code, param, NULL, msg);
 }
 
 static bool authorized(const ms_http *h, struct MHD_Connection *c) {
@@ -799,12 +925,25 @@ static enum MHD_Result reply_health(ms_http *h, struct MHD_Connection *c) {
     return reply_json(h, c, stopping ? 503 : 200, o, NULL, NULL);
 }
 
-static enum MHD_Result reply_models(ms_http *h, struct MHD_Connection *c) {
+static json_t *model_json(const ms_http *h) {
     json_t *m = json_object();
     json_object_set_new(m, "id", json_string(h->model_name));
     json_object_set_new(m, "object", json_string("model"));
     json_object_set_new(m, "created", json_integer(0));
     json_object_set_new(m, "owned_by", json_string("microspec"));
+    return m;
+}
+
+/* GET /v1/models/{id}: the served model, 404 for any other id (the id is
+ * compared as sent, after the prefix; MHD has already unescaped it). */
+static enum MHD_Result reply_model(ms_http *h, struct MHD_Connection *c, const char *url) {
+    const char *id = url + strlen("/v1/models/");
+    if (strcmp(id, h->model_name) != 0) return reply_error_code(h, c, 404, "model", "model_not_found", "no such model");
+    return reply_json(h, c, 200, model_json(h), NULL, NULL);
+}
+
+static enum MHD_Result reply_models(ms_http *h, struct MHD_Connection *c) {
+    json_t *m = model_json(h);
     json_t *data = json_array();
     json_array_append_new(data, m);
     json_t *o = json_object();
@@ -815,6 +954,17 @@ static enum MHD_Result reply_models(ms_http *h, struct MHD_Connection *c) {
 
 static void metric(FILE *f, const char *name, const char *type, const char *help) {
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void write_hist(FILE *f, const char *name, const char *help, const hist *hg, const double *bounds, int n) {
+    metric(f, name, "histogram", help);
+    uint64_t cum = 0;
+    for (int k = 0; k < n; k++) {
+        cum += hg->bucket[k];
+        fprintf(f, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[k], (unsigned long long)cum);
+    }
+    fprintf(f, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)hg->count);
+    fprintf(f, "%s_sum %.6f\n%s_count %llu\n", name, hg->sum, name, (unsigned long long)hg->count);
 }
 
 static enum MHD_Result reply_metrics(ms_http *h, struct MHD_Connection *c) {
@@ -873,6 +1023,25 @@ static enum MHD_Result reply_metrics(ms_http *h, struct MHD_Connection *c) {
               {"verify", t.verify_s},   {"accept", t.accept_s}, {"total", t.total_s}};
     for (size_t k = 0; k < sizeof ph / sizeof ph[0]; k++)
         fprintf(f, "microspec_seconds_total{phase=\"%s\"} %.6f\n", ph[k].phase, ph[k].s);
+    metric(f, "microspec_request_timeouts_total", "counter", "Requests stopped by http.request_timeout_s.");
+    fprintf(f, "microspec_request_timeouts_total %llu\n", (unsigned long long)t.timeouts);
+    metric(f, "microspec_connections_rejected_total", "counter",
+           "Requests answered 503 because http.max_connections were open.");
+    fprintf(f, "microspec_connections_rejected_total %llu\n", (unsigned long long)t.conn_rejected);
+    metric(f, "microspec_connections_timed_out_total", "counter",
+           "Connections closed (408) for not sending a whole request within http.header_timeout_s.");
+    fprintf(f, "microspec_connections_timed_out_total %llu\n", (unsigned long long)t.conn_reaped);
+    pthread_mutex_lock(&h->cmu);
+    int n_open = h->n_peers;
+    pthread_mutex_unlock(&h->cmu);
+    metric(f, "microspec_connections_open", "gauge", "HTTP connections open now.");
+    fprintf(f, "microspec_connections_open %d\n", n_open);
+    write_hist(f, "microspec_time_to_first_token_seconds",
+               "From the request's arrival (queue included) to its first text.", &t.ttft, k_lat_bounds, N_LAT);
+    write_hist(f, "microspec_inter_token_latency_seconds", "Between successive text pieces of a request.", &t.itl,
+               k_itl_bounds, N_ITL);
+    write_hist(f, "microspec_request_duration_seconds", "From the request's arrival to its last byte generated.",
+               &t.duration, k_lat_bounds, N_LAT);
     if (h->be.metrics) h->be.metrics(h->be.ctx, f);
     if (fclose(f) != 0) {
         free(text);
@@ -943,6 +1112,13 @@ static job *job_new(ms_http *h, ms_http_request *req, int fd) {
 static enum MHD_Result handle_generate(ms_http *h, struct MHD_Connection *c, conn *cs) {
     ms_http_request req;
     char err[256];
+    bool overflow = peer_answering(h, c);
+    if (overflow) {
+        pthread_mutex_lock(&h->mu);
+        h->t.conn_rejected++;
+        pthread_mutex_unlock(&h->mu);
+        return reply_error(h, c, 503, NULL, "too many open connections; retry later");
+    }
     if (ms_http_parse_request(cs->body.p, cs->body.n, cs->r == R_CHAT, &req, err, sizeof err) < 0)
         return reply_error(h, c, 400, req.err_param, err);
     buf_free(&cs->body);
@@ -972,6 +1148,7 @@ static enum MHD_Result handle_generate(ms_http *h, struct MHD_Connection *c, con
         return reply_error(h, c, 503, NULL, refuse);
     }
     j->refs = 2; /* connection + queue */
+    j->t_arrive = ms_now_s();
     cs->job = j;
     h->n_conn_jobs++;
     if (h->tail) h->tail->next = j;
@@ -997,9 +1174,11 @@ static enum MHD_Result handle_generate(ms_http *h, struct MHD_Connection *c, con
     if (j->state == JOB_DONE && j->status < 0 && !j->sse_started) {
         int code = j->http_code;
         char msg[sizeof j->errmsg];
+        ms_http_error be = j->berr;
         memcpy(msg, j->errmsg, sizeof msg);
         pthread_mutex_unlock(&h->mu);
-        return reply_error(h, c, code, NULL, msg);
+        bool mine = code == be.http_code;
+        return reply_error_code(h, c, code, mine ? be.param : NULL, mine ? be.code : NULL, msg);
     }
     if (!stream) {
         pthread_mutex_unlock(&h->mu); /* done: the worker no longer touches j */
@@ -1016,6 +1195,7 @@ static enum MHD_Result handle_generate(ms_http *h, struct MHD_Connection *c, con
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    add_cors(r);
     enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     count_code(h, 200);
@@ -1030,7 +1210,18 @@ static route route_of(const char *url) {
              {"/health", R_HEALTH},              {"/metrics", R_METRICS}};
     for (size_t i = 0; url && i < sizeof k / sizeof k[0]; i++)
         if (strcmp(url, k[i].path) == 0) return k[i].r;
+    if (url && strncmp(url, "/v1/models/", 11) == 0 && url[11]) return R_MODEL;
     return R_NONE;
+}
+
+/* RFC 9110 §5.6.2: a method is a token of tchars. */
+static bool method_is_token(const char *m) {
+    if (!m || !*m) return false;
+    for (; *m; m++)
+        if (!((*m >= 'A' && *m <= 'Z') || (*m >= 'a' && *m <= 'z') || (*m >= '0' && *m <= '9') ||
+              strchr("!#$%&'*+-.^_`|~", *m)))
+            return false;
+    return true;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -1041,7 +1232,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         route r = route_of(url);
         bool post_route = r == R_COMPLETIONS || r == R_CHAT;
         bool is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        if (!method_is_token(method)) return reply_error(h, c, 400, NULL, "malformed HTTP request line (method)");
         if (r == R_NONE) return reply_error(h, c, 404, NULL, "no such endpoint");
+        /* CORS preflight: no body, no token (browsers send none with it). */
+        if (strcmp(method, "OPTIONS") == 0) return reply(h, c, 204, strdup(""), 0, NULL, NULL, NULL);
+        if (r != R_HEALTH && peer_answering(h, c)) {
+            pthread_mutex_lock(&h->mu);
+            h->t.conn_rejected++;
+            pthread_mutex_unlock(&h->mu);
+            return reply_error(h, c, 503, NULL, "too many open connections; retry later");
+        }
         if (post_route && strcmp(method, "POST") != 0)
             return reply_json(h, c, 405, error_json("method not allowed; use POST", "invalid_request_error", NULL),
                               MHD_HTTP_HEADER_ALLOW, "POST");
@@ -1053,6 +1253,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (r == R_HEALTH) return reply_health(h, c);
         if (r == R_METRICS) return reply_metrics(h, c);
         if (r == R_MODELS) return reply_models(h, c);
+        if (r == R_MODEL) return reply_model(h, c, url);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > MS_HTTP_MAX_BODY)
             return reply_error(h, c, 413, NULL, "the request body is larger than 1 MiB");
@@ -1078,6 +1279,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     ms_http *h = cls;
     conn *cs = *con_cls;
+    peer *p = peer_of(c);
+    if (p) { /* keep-alive: the next request has header_timeout_s from now */
+        pthread_mutex_lock(&h->cmu);
+        p->busy = false;
+        p->deadline = ms_now_s() + (p->overflow ? OVERFLOW_GRACE_S : h->header_timeout_s);
+        pthread_mutex_unlock(&h->cmu);
+    }
     if (!cs) return;
     if (cs->job) {
         pthread_mutex_lock(&h->mu);
@@ -1090,6 +1298,70 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     buf_free(&cs->body);
     free(cs);
     *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    ms_http *h = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        peer *p = ms_calloc(1, sizeof *p);
+        *socket_context = p;
+        if (!p) return; /* untracked: no deadline, never refused */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        p->fd = ci ? ci->connect_fd : -1;
+        pthread_mutex_lock(&h->cmu);
+        p->overflow = h->n_peers >= h->max_conn;
+        p->deadline = ms_now_s() + (p->overflow ? OVERFLOW_GRACE_S : h->header_timeout_s);
+        p->next = h->peers;
+        if (h->peers) h->peers->prev = p;
+        h->peers = p;
+        h->n_peers++;
+        pthread_mutex_unlock(&h->cmu);
+        return;
+    }
+    peer *p = *socket_context;
+    if (!p) return;
+    pthread_mutex_lock(&h->cmu);
+    if (p->prev) p->prev->next = p->next;
+    else h->peers = p->next;
+    if (p->next) p->next->prev = p->prev;
+    h->n_peers--;
+    pthread_mutex_unlock(&h->cmu);
+    free(p);
+    *socket_context = NULL;
+}
+
+/* Closes connections whose request has not arrived by its deadline. */
+static void *reaper_main(void *arg) {
+    static const char k_408[] = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                                "Content-Length: 115\r\n\r\n"
+                                "{\"error\":{\"message\":\"the request did not arrive in time\",\"type\":"
+                                "\"invalid_request_error\",\"param\":null,\"code\":null}}\n";
+    ms_http *h = arg;
+    pthread_mutex_lock(&h->cmu);
+    while (!h->reaper_stop) {
+        wait_ms(&h->reap_cv, &h->cmu, REAP_SLICE_MS);
+        double now = ms_now_s();
+        for (peer *p = h->peers; p; p = p->next) {
+            if (p->busy || p->reaped || p->fd < 0 || now < p->deadline) continue;
+            /* Counted before the client can see the close (mu inside cmu:
+             * no path takes cmu while holding mu). */
+            pthread_mutex_lock(&h->mu);
+            h->t.conn_reaped++;
+            for (int k = 0; k < N_CODES - 1; k++)
+                if (k_codes[k] == 408) h->t.by_code[k]++;
+            pthread_mutex_unlock(&h->mu);
+            /* MHD's thread only reads while a request is incomplete: the 408
+             * cannot interleave with an answer. */
+            ssize_t w = send(p->fd, k_408, sizeof k_408 - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+            (void)w;
+            shutdown(p->fd, SHUT_RDWR);
+            p->reaped = true;
+            MS_LOG_DEBUG("http: closed a connection that sent no whole request within %.1f s", h->header_timeout_s);
+        }
+    }
+    pthread_mutex_unlock(&h->cmu);
+    return NULL;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -1109,7 +1381,9 @@ static void http_free(ms_http *h) {
     free(h->model_name);
     pthread_cond_destroy(&h->work_cv);
     pthread_cond_destroy(&h->idle_cv);
+    pthread_cond_destroy(&h->reap_cv);
     pthread_mutex_destroy(&h->mu);
+    pthread_mutex_destroy(&h->cmu);
     free(h);
 }
 
@@ -1119,6 +1393,7 @@ ms_status ms_http_start(const ms_http_opts *o, const ms_http_backend *b, ms_http
     if (!b->run) MS_FAIL(MS_ERR_INVALID, "http: the backend has no run callback");
     if (o->port < 0 || o->port > 65535) MS_FAIL(MS_ERR_INVALID, "http: port %d is not in 0..65535", o->port);
     const char *listen = o->listen && o->listen[0] ? o->listen : "127.0.0.1";
+    if (strcmp(listen, "localhost") == 0) listen = "127.0.0.1"; /* as ms_cfg_check allows; never resolved */
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
@@ -1132,7 +1407,7 @@ ms_status ms_http_start(const ms_http_opts *o, const ms_http_backend *b, ms_http
         a6->sin6_port = htons((uint16_t)o->port);
         flags |= MHD_USE_IPv6;
     } else {
-        MS_FAIL(MS_ERR_INVALID, "http: listen address '%s' is not an IPv4 or IPv6 literal", listen);
+        MS_FAIL(MS_ERR_INVALID, "http: listen address '%s' is not an IPv4 or IPv6 literal or \"localhost\"", listen);
     }
 
     ms_http *h = ms_calloc(1, sizeof *h);
@@ -1143,11 +1418,17 @@ ms_status ms_http_start(const ms_http_opts *o, const ms_http_backend *b, ms_http
     if (h->max_tokens_limit > MS_HTTP_MAX_TOKENS_CAP) h->max_tokens_limit = MS_HTTP_MAX_TOKENS_CAP;
     h->max_tokens_default = o->max_tokens_default > 0 ? o->max_tokens_default : 256;
     if (h->max_tokens_default > h->max_tokens_limit) h->max_tokens_default = h->max_tokens_limit;
+    h->max_conn = o->max_connections > 0 ? o->max_connections : 1024;
+    h->header_timeout_s = o->header_timeout_s > 0 ? o->header_timeout_s : 10.0;
+    h->request_timeout_s = o->request_timeout_s > 0 ? o->request_timeout_s : 0.0;
+    int idle_s = o->idle_timeout_s > 0 ? o->idle_timeout_s : 30;
     h->token = o->bearer_token && o->bearer_token[0] ? strdup(o->bearer_token) : NULL;
     h->model_name = strdup(o->model_name && o->model_name[0] ? o->model_name : "microspec");
     pthread_mutex_init(&h->mu, NULL);
+    pthread_mutex_init(&h->cmu, NULL);
     cond_init_mono(&h->work_cv);
     cond_init_mono(&h->idle_cv);
+    cond_init_mono(&h->reap_cv);
     ms_rng_seed(&h->rng, ms_now_ns() ^ ((uint64_t)getpid() << 32));
     if (!h->model_name || (o->bearer_token && o->bearer_token[0] && !h->token)) {
         http_free(h);
@@ -1160,13 +1441,23 @@ ms_status ms_http_start(const ms_http_opts *o, const ms_http_backend *b, ms_http
         MS_FAIL(MS_ERR_INTERNAL, "http: cannot start the worker thread");
     }
     h->worker_started = true;
-    unsigned limit = (unsigned)(4 * h->queue_cap + 64);
+    if (pthread_create(&h->reaper, NULL, reaper_main, h) != 0) {
+        ms_http *tmp = h;
+        ms_http_stop(&tmp);
+        MS_FAIL(MS_ERR_INTERNAL, "http: cannot start the connection reaper thread");
+    }
+    h->reaper_started = true;
+    /* The reserve above max_connections is where overflow connections are
+     * answered 503 instead of being closed unanswered. */
+    unsigned limit = (unsigned)h->max_conn + (unsigned)h->max_conn / 4 + 16;
     h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,                 //
                             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,                           //
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,                        //
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,                        //
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,                      //
                             MHD_OPTION_CONNECTION_LIMIT, limit,                                  //
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,                        //
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)idle_s,                     //
+                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,                       //
                             MHD_OPTION_END);
     if (!h->d) {
         ms_http *tmp = h;
@@ -1175,8 +1466,11 @@ ms_status ms_http_start(const ms_http_opts *o, const ms_http_backend *b, ms_http
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = di && di->port ? di->port : o->port;
-    MS_LOG_INFO("http: listening on %s:%d (queue %d, max_tokens %d..%d%s)", listen, h->port, h->queue_cap,
-                h->max_tokens_default, h->max_tokens_limit, h->token ? ", bearer token required" : "");
+    MS_LOG_INFO("http: listening on %s:%d (queue %d, max_tokens %d..%d, %d connections, header timeout %.1f s, "
+                "idle timeout %d s, request timeout %s%s)",
+                listen, h->port, h->queue_cap, h->max_tokens_default, h->max_tokens_limit, h->max_conn,
+                h->header_timeout_s, idle_s, h->request_timeout_s > 0 ? "on" : "off",
+                h->token ? ", bearer token required" : "");
     *out = h;
     return MS_OK;
 }
@@ -1214,6 +1508,13 @@ void ms_http_stop(ms_http **hp) {
         while (h->n_conn_jobs > 0 && ms_now_s() < deadline) wait_ms(&h->idle_cv, &h->mu, 50);
         pthread_mutex_unlock(&h->mu);
         MHD_stop_daemon(h->d);
+    }
+    if (h->reaper_started) {
+        pthread_mutex_lock(&h->cmu);
+        h->reaper_stop = true;
+        pthread_cond_broadcast(&h->reap_cv);
+        pthread_mutex_unlock(&h->cmu);
+        pthread_join(h->reaper, NULL);
     }
     http_free(h);
 }

@@ -4,6 +4,8 @@
  *   POST /v1/completions       {model, prompt, max_tokens, temperature, top_p, seed, stop, stream}
  *   POST /v1/chat/completions  {model, messages [{role, content}], ...same}
  *   GET  /v1/models            the one model served
+ *   GET  /v1/models/{id}       that model (404 for another id)
+ *   OPTIONS any path           CORS preflight: 204 with Access-Control-Allow-*
  *   GET  /health               {"status", "queue", "running", "model", ...backend health}
  *   GET  /metrics              Prometheus text (+ backend extra)
  * Responses follow OpenAI's shapes plus a "microspec" object with the
@@ -22,6 +24,11 @@
  * With a bearer token set, every endpoint except /health needs
  * `Authorization: Bearer <token>` (401 otherwise); /health stays open so that
  * launchers and load balancers can probe the node without the secret.
+ *
+ * Overload is answered, not reset: see max_connections and header_timeout_s.
+ * A malformed method gets 400. A request line without a space is closed at
+ * once by libmicrohttpd 0.9.7x without a reply (it gives the application no
+ * hook there); one that never ends gets the 408 of the header timeout.
  */
 #ifndef MS_HTTP_H
 #define MS_HTTP_H
@@ -68,6 +75,16 @@ typedef struct {
 ms_status ms_http_parse_request(const char *body, size_t len, bool chat, ms_http_request *out, char *err, size_t cap);
 void ms_http_request_free(ms_http_request *r);
 
+/* An error the backend wants the client to see as such (e.g. a prompt longer
+ * than the context: 400, code "context_length_exceeded"), rather than the
+ * generic 500. Left at http_code 0 by a backend that has nothing to add. */
+typedef struct {
+    int http_code;     /* 4xx/5xx; 0 → 500 "generation failed" */
+    char code[40];     /* OpenAI-style error code, "" → null */
+    char param[40];    /* the offending field, "" → null */
+    char message[256]; /* client-facing text */
+} ms_http_error;
+
 /* Generation behind the HTTP layer. Callbacks run on the worker thread
  * (run) or on connection threads (health, metrics), never two runs at once;
  * health/metrics may run while run is in progress. */
@@ -78,9 +95,10 @@ typedef struct {
      * emit returns false when the request must stop (a stop string was hit,
      * or the client went away): the backend then returns promptly. Fill
      * stats and finish_reason ("stop" | "length", cap bytes). MS_OK, or an
-     * error (→ HTTP 500 JSON error, or an error event mid-stream). */
+     * error (→ HTTP 500 JSON error, or an error event mid-stream; the status
+     * and message of *err when the backend fills it). */
     ms_status (*run)(void *ctx, const ms_http_request *req, bool (*emit)(void *ectx, const char *text, size_t n),
-                     void *ectx, ms_gen_stats *stats, char *finish_reason, size_t cap);
+                     void *ectx, ms_gen_stats *stats, char *finish_reason, size_t cap, ms_http_error *err);
     /* Adds the backend's state to the /health object, e.g. {"draft": "up"}. May be NULL. */
     void (*health)(void *ctx, json_t *obj);
     /* Appends Prometheus text to /metrics (e.g. draft link state). May be NULL. */
@@ -95,6 +113,20 @@ typedef struct {
     int max_tokens_default;     /* when the request gives none; ≤ 0 → 256 (clamped to the limit) */
     int max_tokens_limit;       /* larger max_tokens → 400; ≤ 0 → 4096 */
     const char *model_name;     /* echoed when the request names none; NULL → "microspec" */
+    /* Connections held open at once, idle ones included; ≤ 0 → 1024. Beyond it
+     * (up to a reserve of max_connections/4 + 16 more) a request is answered
+     * 503 with "Connection: close" (/health still 200), past the reserve the
+     * socket is closed at once. */
+    int max_connections;
+    /* A request (line, headers and body) must arrive within this many seconds
+     * of the connection opening or of the previous response on it, else the
+     * connection gets a 408 and is closed: trickling clients cannot hold a
+     * slot. ≤ 0 → 10. */
+    double header_timeout_s;
+    int idle_timeout_s;         /* no socket activity for this long → closed (MHD's timeout); ≤ 0 → 30 */
+    /* A request generating for longer is stopped: finish_reason "timeout",
+     * microspec.stop_reason "request timeout", the text so far. ≤ 0 → none. */
+    double request_timeout_s;
 } ms_http_opts;
 
 typedef struct ms_http ms_http;

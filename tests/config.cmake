@@ -5,3 +5,8 @@
 ms_add_test(test_config test_config.c LABELS config unit)
 add_dependencies(test_config microspec-config)
 ms_add_fuzz(fuzz_config fuzz/fuzz_config.c 20)
+# Issue 15: --help (exit 0, usage, no side effect) and an unknown option (exit
+# 2) for every script in tools/ and cluster/ and every program the build made.
+add_test(NAME test_cli_help COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_help.sh)
+set_tests_properties(test_cli_help PROPERTIES LABELS "cli" TIMEOUT 600
+  ENVIRONMENT "MS_BUILD_DIR=${CMAKE_BINARY_DIR};MS_SOURCE_DIR=${CMAKE_SOURCE_DIR}")

@@ -18,7 +18,9 @@ set(MS_ITESTS
     cluster_clients 240
     cluster_auth 180
     cluster_twohosts 180
-    cluster_stream 180)
+    cluster_stream 180
+    cluster_ops 240
+    cluster_launch 240)
 while(MS_ITESTS)
   list(POP_FRONT MS_ITESTS name timeout)
   string(REGEX REPLACE "^cluster_equiv_.*" "cluster_equiv" script ${name})

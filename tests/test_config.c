@@ -228,6 +228,10 @@ static const bad_case g_bad[] = {
      "tree.depth: top_k * depth = 16 * 5 = 80 rows per round, more than 64"},
     {"max_tokens default above limit", M "http = {\n  max_tokens_limit = 100;\n  max_tokens_default = 200;\n};\n",
      MS_ERR_RANGE, 4, "http.max_tokens_default: 200 is more than http.max_tokens_limit 100"},
+    {"listen on a host name", M "http = {\n  listen = \"example.com\";\n};\n", MS_ERR_INVALID, 3,
+     "http.listen: \"example.com\" is not an IPv4 or IPv6 address or \"localhost\""},
+    {"connections not above the queue", M "http = {\n  max_connections = 50;\n  queue = 49;\n};\n", MS_ERR_RANGE, 3,
+     "http.max_connections: 50 must be more than http.queue + 1 (50)"},
     {"host with a shell character", M "hosts = { target = \"a;rm -rf\"; };\n", MS_ERR_INVALID, 2,
      "hosts.target: \"a;rm -rf\": only letters, digits"},
     {"empty host", M "hosts = { draft = \"\"; };\n", MS_ERR_INVALID, 2, "hosts.draft: must not be empty"},
@@ -387,7 +391,8 @@ static const char *const g_full =
     "         curve = { enabled = true; server_public = \"" K_SP "\"; server_secret = \"" K_SS "\";\n"
     "                   client_public = \"" K_CP "\"; client_secret = \"" K_CS "\"; }; };\n"
     "http = { listen = \"0.0.0.0\"; port = 9; queue = 1; max_tokens_default = 5; max_tokens_limit = 6;\n"
-    "         bearer_token = \"tok-S3CRET-\\\"q\\\"-\\\\\"; request_timeout_s = 17; };\n"
+    "         bearer_token = \"tok-S3CRET-\\\"q\\\"-\\\\\"; request_timeout_s = 17;\n"
+    "         max_connections = 333; header_timeout_s = 7; idle_timeout_s = 44; };\n"
     "hosts = { target = \"10.0.0.1\"; draft = \"gpu-box.lan\"; ssh_user = \"me\"; workdir = \"/srv/ms\"; };\n"
     "log = { level = \"debug\"; dir = \"logs\"; };\n";
 
@@ -600,6 +605,19 @@ static void test_cli(void) {
     free(out);
 }
 
+/* http.listen: the literals the target binds, and "localhost", pass (the
+ * target maps localhost to 127.0.0.1; tests/integration/test_cluster_ops.sh
+ * checks that the node agrees with --check on each). */
+static void test_listen(void) {
+    static const char *const ok[] = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "::"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char text[256], err[512] = "";
+        snprintf(text, sizeof text, "target = { model = \"m\"; };\nhttp = { listen = \"%s\"; };\n", ok[i]);
+        ms_cfg c;
+        CHECK(ms_cfg_parse_ex(text, "l.cfg", &c, err, sizeof err) == MS_OK, "listen %s refused: %s", ok[i], err);
+    }
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/test_config.XXXXXX");
     MS_ASSERT(mkdtemp(g_tmp));
@@ -612,6 +630,7 @@ int main(void) {
     test_get_string();
     test_dump_roundtrip();
     test_cli();
+    test_listen();
     char cmd[PATH_MAX + 16];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);

@@ -62,6 +62,7 @@ typedef struct {
     int delay_ms;
     int fail_at;                   /* fail before emitting piece k; -1 never */
     bool gate;                     /* runs wait at the start while set */
+    int fail_http;                 /* with fail_at: report this status through ms_http_error (0: none) */
     /* records */
     int runs, in_run, emit_false;
     int last_emitted, last_total;
@@ -88,7 +89,7 @@ static int default_pieces(const char *src, char out[][64]) {
 }
 
 static ms_status fake_run(void *ctx, const ms_http_request *req, bool (*emit)(void *, const char *, size_t),
-                          void *ectx, ms_gen_stats *st, char *fin, size_t cap) {
+                          void *ectx, ms_gen_stats *st, char *fin, size_t cap, ms_http_error *err) {
     fake *f = ctx;
     char pieces[MAX_PIECES][64];
     pthread_mutex_lock(&f->mu);
@@ -125,6 +126,12 @@ static ms_status fake_run(void *ctx, const ms_http_request *req, bool (*emit)(vo
     }
     if (fail_at == limit && k == limit) failed = true;
     pthread_mutex_lock(&f->mu);
+    if (failed && f->fail_http) {
+        err->http_code = f->fail_http;
+        snprintf(err->code, sizeof err->code, "context_length_exceeded");
+        snprintf(err->param, sizeof err->param, "prompt");
+        snprintf(err->message, sizeof err->message, "prompt of 999 tokens; context 512");
+    }
     f->last_emitted = k;
     f->last_total = n;
     if (stopped) f->emit_false++;
@@ -1171,6 +1178,253 @@ static void test_shutdown(const ms_http_backend *be) {
     if (fd >= 0) close(fd);
 }
 
+/* ---- issue 15: overload, timeouts, backend errors, models/{id}, CORS, histograms ---- */
+
+/* Read whatever arrives until EOF or timeout_s; the bytes (NUL-terminated) in
+ * out. Returns 1 on EOF/reset (closed by the server), 0 on timeout. */
+static int read_until_closed(int fd, char *out, size_t cap, double timeout_s) {
+    size_t n = 0;
+    double end = ms_now_s() + timeout_s;
+    out[0] = 0;
+    while (ms_now_s() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0) continue;
+        char tmp[512];
+        ssize_t got = recv(fd, tmp, sizeof tmp, 0);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (got <= 0) return 1;
+        size_t k = (size_t)got < cap - 1 - n ? (size_t)got : cap - 1 - n;
+        memcpy(out + n, tmp, k);
+        n += k;
+        out[n] = 0;
+    }
+    return 0;
+}
+
+static double metric_value(int port, const char *name) {
+    resp r;
+    double v = -1;
+    if (http(port, "GET", "/metrics", NULL, NULL, &r) && r.status == 200 && r.body) {
+        for (char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+            if (strncmp(l, name, strlen(name)) == 0 && l[strlen(name)] == ' ') v = atof(l + strlen(name) + 1);
+    }
+    resp_free(&r);
+    return v;
+}
+
+/* max_connections 8, header timeout 1 s: 8 idle connections fill the server;
+ * a 9th gets 503 (not a reset) for a model listing and 200 for /health; the
+ * idle ones get a 408 and are closed; a client sending a header byte every
+ * 100 ms is closed too (long before its 6 s of trickling end); then service is
+ * back; a garbage request line gets 400. */
+static void test_overload(const ms_http_backend *be) {
+    ms_http_opts o = {.port = 0, .queue = 2, .max_tokens_limit = 100, .model_name = "m", .max_connections = 8,
+                      .header_timeout_s = 1.0, .idle_timeout_s = 60};
+    ms_http *h = NULL;
+    CHECK(ms_http_start(&o, be, &h) == MS_OK, "start (overload)");
+    if (!h) return;
+    int port = ms_http_port(h);
+    enum { N_IDLE = 8 };
+    int idle[N_IDLE];
+    for (int i = 0; i < N_IDLE; i++) {
+        idle[i] = connect_port(port);
+        CHECK(idle[i] >= 0, "idle connection %d", i);
+    }
+    /* Accepted in order: the 9th connection is past the limit. */
+    double end = ms_now_s() + 10;
+    resp r;
+    CHECK(http(port, "GET", "/v1/models", NULL, NULL, &r), "no answer while full (a reset?)");
+    check_error(&r, 503, NULL);
+    CHECK(ci_find(r.headers, "connection: close") != NULL, "503 closes: %s", r.headers);
+    resp_free(&r);
+    CHECK(http(port, "GET", "/health", NULL, NULL, &r) && r.status == 200, "/health while full: %d", r.status);
+    resp_free(&r);
+    /* The idle ones: 408, then closed, within the header timeout (+ generous slack). */
+    for (int i = 0; i < N_IDLE; i++) {
+        char got[1024];
+        int closed = idle[i] >= 0 ? read_until_closed(idle[i], got, sizeof got, end - ms_now_s()) : 0;
+        CHECK(closed == 1, "idle connection %d not closed by the header timeout", i);
+        CHECK(strncmp(got, "HTTP/1.1 408", 12) == 0, "idle connection %d: want a 408, got \"%.40s\"", i, got);
+        if (idle[i] >= 0) close(idle[i]);
+    }
+    /* A trickling client: a header byte every 100 ms would take 6 s. */
+    int t = connect_port(port);
+    CHECK(t >= 0, "trickler connects");
+    const char *req = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                      "aaaaaaaaaaaa\r\n\r\n";
+    bool cut = false;
+    double t0 = ms_now_s();
+    for (size_t i = 0; t >= 0 && req[i] && !cut; i++) {
+        if (send(t, req + i, 1, MSG_NOSIGNAL) != 1) cut = true;
+        struct pollfd p = {.fd = t, .events = POLLIN};
+        if (poll(&p, 1, 100) > 0) {
+            char got[512];
+            cut = read_until_closed(t, got, sizeof got, 5) == 1;
+        }
+    }
+    CHECK(cut, "the trickling client was not closed (%.1f s)", ms_now_s() - t0);
+    if (t >= 0) close(t);
+    /* Capacity is back. */
+    CHECK(http(port, "GET", "/v1/models", NULL, NULL, &r) && r.status == 200, "models after the flood: %d", r.status);
+    resp_free(&r);
+    CHECK(metric_value(port, "microspec_connections_timed_out_total") >= N_IDLE + 1, "408s counted");
+    CHECK(metric_value(port, "microspec_connections_rejected_total") == 1, "503 for connections counted");
+    /* Request lines that are not HTTP: a bad method token → 400; a line with
+     * no space at all is closed at once by libmicrohttpd (no hook to answer
+     * it; before issue 15 it was held 120 s); an unending line → 408. */
+    static const struct {
+        const char *bytes;
+        int want; /* 400, 408, or 0: closed without a reply */
+    } garbage[] = {{"\x01\x02\x03 / HTTP/1.1\r\n\r\n", 400},
+                   {"G(E)T /v1/models HTTP/1.1\r\n\r\n", 400},
+                   {"GARBAGE\r\n\r\n", 0},
+                   {"GET\r\n\r\n", 0},
+                   {"GET /health HTTP/1.1 and never a line end", 408}};
+    for (size_t i = 0; i < sizeof garbage / sizeof garbage[0]; i++) {
+        int fd = connect_port(port);
+        CHECK(fd >= 0 && send_all(fd, garbage[i].bytes, strlen(garbage[i].bytes)), "garbage %zu sent", i);
+        char got[1024] = "";
+        int closed = fd >= 0 ? read_until_closed(fd, got, sizeof got, 10) : 0;
+        CHECK(closed == 1, "garbage %zu: the connection was not closed", i);
+        char want[32] = "";
+        if (garbage[i].want) snprintf(want, sizeof want, "HTTP/1.1 %d", garbage[i].want);
+        CHECK(garbage[i].want ? strncmp(got, want, strlen(want)) == 0 : got[0] == 0,
+              "garbage request line %zu: want \"%s\", got \"%.60s\"", i, want, got);
+        if (fd >= 0) close(fd);
+    }
+    ms_http_stop(&h);
+}
+
+/* http.request_timeout_s: a run slower than the limit is stopped with
+ * finish_reason "timeout", keeping the text so far (a prefix of the full one). */
+static void test_request_timeout(const ms_http_backend *be) {
+    ms_http_opts o = {.port = 0, .queue = 2, .max_tokens_limit = 100, .model_name = "m", .request_timeout_s = 0.4};
+    ms_http *h = NULL;
+    CHECK(ms_http_start(&o, be, &h) == MS_OK, "start (timeout)");
+    if (!h) return;
+    int port = ms_http_port(h);
+    fake_config(0, NULL, 150, -1); /* 11 pieces × 150 ms ≈ 1.6 s */
+    int stops = fake_get(&g_fake.emit_false);
+    char want[512];
+    expected_text("abc", 100, want, sizeof want);
+    for (int stream = 0; stream < 2; stream++) {
+        resp r;
+        post(port, "/v1/completions", stream ? "{\"prompt\":\"abc\",\"stream\":true}" : "{\"prompt\":\"abc\"}", &r);
+        CHECK(r.status == 200, "timeout: status %d", r.status);
+        const char *text = "", *fin = "", *why = "";
+        json_t *o2 = NULL;
+        sse_result s;
+        if (!stream) {
+            o2 = body_json(&r);
+            json_t *c0 = json_array_get(json_object_get(o2, "choices"), 0);
+            text = jstr(json_object_get(c0, "text"));
+            fin = jstr(json_object_get(c0, "finish_reason"));
+            why = jstr(json_object_get(json_object_get(o2, "microspec"), "stop_reason"));
+        } else {
+            sse_parse(r.body ? r.body : "", false, &s);
+            text = s.text;
+            json_t *c0 = json_array_get(json_object_get(s.final, "choices"), 0);
+            fin = jstr(json_object_get(c0, "finish_reason"));
+            why = jstr(json_object_get(json_object_get(s.final, "microspec"), "stop_reason"));
+        }
+        CHECK(!strcmp(fin, "timeout"), "stream %d: finish_reason \"%s\", want timeout", stream, fin);
+        CHECK(!strcmp(why, "request timeout"), "stream %d: stop_reason \"%s\"", stream, why);
+        CHECK(strlen(text) < strlen(want) && !strncmp(text, want, strlen(text)),
+              "stream %d: text \"%s\" is not a proper prefix of \"%s\"", stream, text, want);
+        CHECK(fake_wait(&g_fake.emit_false, stops + stream + 1, 10), "stream %d: the backend was not told to stop", stream);
+        json_decref(o2);
+        if (stream) json_decref(s.final);
+        resp_free(&r);
+    }
+    CHECK(metric_value(port, "microspec_request_timeouts_total") == 2, "timeouts counted");
+    fake_config(0, NULL, 0, -1);
+    ms_http_stop(&h);
+}
+
+/* A backend error with a status (the long prompt): that status and code. */
+static void test_backend_error(int port) {
+    fake_config(0, NULL, 0, 0);
+    pthread_mutex_lock(&g_fake.mu);
+    g_fake.fail_http = 400;
+    pthread_mutex_unlock(&g_fake.mu);
+    for (int stream = 0; stream < 2; stream++) {
+        resp r;
+        post(port, "/v1/completions", stream ? "{\"prompt\":\"abc\",\"stream\":true}" : "{\"prompt\":\"abc\"}", &r);
+        check_error(&r, 400, "prompt");
+        json_t *o = body_json(&r);
+        json_t *e = json_object_get(o, "error");
+        CHECK(!strcmp(jstr(json_object_get(e, "code")), "context_length_exceeded"), "code: %s", r.body);
+        CHECK(strstr(jstr(json_object_get(e, "message")), "999") != NULL, "message: %s", r.body);
+        json_decref(o);
+        resp_free(&r);
+    }
+    pthread_mutex_lock(&g_fake.mu);
+    g_fake.fail_http = 0;
+    pthread_mutex_unlock(&g_fake.mu);
+    fake_config(0, NULL, 0, -1);
+}
+
+/* /v1/models/{id}, CORS preflight, the latency histograms. */
+static void test_models_cors_hist(int port) {
+    resp r;
+    CHECK(http(port, "GET", "/v1/models/fake-model", NULL, NULL, &r) && r.status == 200, "model by id: %d", r.status);
+    json_t *o = body_json(&r);
+    CHECK(!strcmp(jstr(json_object_get(o, "id")), "fake-model") && !strcmp(jstr(json_object_get(o, "object")), "model"),
+          "model object: %s", r.body);
+    json_decref(o);
+    resp_free(&r);
+    CHECK(http(port, "GET", "/v1/models/other", NULL, NULL, &r), "other model");
+    check_error(&r, 404, "model");
+    resp_free(&r);
+    CHECK(http(port, "OPTIONS", "/v1/chat/completions",
+               "Origin: http://example.org\r\nAccess-Control-Request-Method: POST\r\n", NULL, &r),
+          "preflight");
+    CHECK(r.status == 204, "preflight status %d", r.status);
+    CHECK(ci_find(r.headers, "access-control-allow-origin: *") && ci_find(r.headers, "access-control-allow-methods:") &&
+              ci_find(r.headers, "access-control-allow-headers: Authorization, Content-Type"),
+          "preflight headers: %s", r.headers);
+    resp_free(&r);
+    post(port, "/v1/completions", "{\"prompt\":\"abc\"}", &r);
+    CHECK(ci_find(r.headers, "access-control-allow-origin: *") != NULL, "CORS on answers: %s", r.headers);
+    resp_free(&r);
+    /* top_p below the smallest float: the backend gets a top_p that is still
+     * positive in float (the sampler's precision), so filtering stays on. */
+    post(port, "/v1/completions", "{\"prompt\":\"abc\",\"top_p\":1e-46}", &r);
+    CHECK(r.status == 200, "tiny top_p: %d", r.status);
+    resp_free(&r);
+    pthread_mutex_lock(&g_fake.mu);
+    float tp = (float)g_fake.last_top_p;
+    pthread_mutex_unlock(&g_fake.mu);
+    CHECK(tp > 0.0f && tp < 1e-44f, "top_p 1e-46 reached the backend as %g in float", (double)tp);
+    /* Histograms: cumulative buckets, +Inf == _count, and every run observed. */
+    CHECK(http(port, "GET", "/metrics", NULL, NULL, &r) && r.status == 200, "metrics");
+    static const char *const names[] = {"microspec_time_to_first_token_seconds", "microspec_inter_token_latency_seconds",
+                                        "microspec_request_duration_seconds"};
+    for (int k = 0; k < 3; k++) {
+        char type[128];
+        snprintf(type, sizeof type, "# TYPE %s histogram", names[k]);
+        CHECK(r.body && strstr(r.body, type), "%s missing", type);
+        double prev = 0, inf = -1, count = -2;
+        int buckets = 0;
+        for (char *l = r.body; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+            size_t n = strlen(names[k]);
+            if (strncmp(l, names[k], n) != 0) continue;
+            if (!strncmp(l + n, "_bucket{le=\"+Inf\"} ", 19)) inf = atof(l + n + 19);
+            else if (!strncmp(l + n, "_bucket{", 8)) {
+                double v = atof(strchr(l, '}') + 1);
+                CHECK(v >= prev, "%s: buckets not cumulative", names[k]);
+                prev = v;
+                buckets++;
+            } else if (!strncmp(l + n, "_count ", 7)) count = atof(l + n + 7);
+        }
+        CHECK(buckets > 3 && inf == count && inf >= prev, "%s: %d buckets, +Inf %g, count %g", names[k], buckets, inf,
+              count);
+        if (k != 1) CHECK(count >= 1, "%s: nothing observed", names[k]);
+        else CHECK(count >= 5, "%s: fewer than 5 gaps observed", names[k]);
+    }
+    resp_free(&r);
+}
+
 int main(void) {
     ms_http_backend be = {.ctx = &g_fake, .run = fake_run, .health = fake_health, .metrics = fake_metrics};
     ms_http_opts o = {.listen = "127.0.0.1", .port = 0, .queue = 8, .max_tokens_default = 64,
@@ -1201,7 +1455,18 @@ int main(void) {
     test_disconnect(port);
     test_concurrency(port);
     test_curl(port);
+    test_backend_error(port);
+    test_models_cors_hist(port);
     ms_http_stop(&h);
+    test_overload(&be);
+    test_request_timeout(&be);
+    /* "localhost" is what the config checker allows: the server binds it. */
+    ms_http_opts lo = o;
+    lo.listen = "localhost";
+    CHECK(ms_http_start(&lo, &be, &h) == MS_OK && h, "listen = localhost refused");
+    ms_http_stop(&h);
+    lo.listen = "example.com";
+    CHECK(ms_http_start(&lo, &be, &h) != MS_OK && !h, "a host name accepted");
     test_auth(&be);
     test_shutdown(&be);
     ms_http_stop(&h); /* NULL-safe */

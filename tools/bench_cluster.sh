@@ -12,11 +12,18 @@
 # Link cost per round = time inside the draft port's calls minus the work the
 # draft reports for them (see ms_gen_stats.link_us): median and p99.
 set -euo pipefail
+# --help prints the header above; an unknown option is refused (exit 2).
+for a in "$@"; do
+  case $a in
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "bench_cluster.sh: unknown option $a (see --help)" >&2; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 n=${1:-20} max_new=${2:-128}
 L=${DRAFT_LAYERS:-4}
 read -r tk td tt <<<"${TREE:-4 4 16}"
-build=$root/build/release
+build=${MS_BUILD_DIR:-$root/build/release} # one build folder: what tools/demo.sh builds
 out=$root/build/bench
 shared=$root/../shared
 mkdir -p "$out" "$root/build/models"

@@ -7,9 +7,16 @@
 # CHECKPOINT TOKENIZER PROMPT; not part of this project), each run of ours is
 # followed by one of the baseline on the same machine, and both medians print.
 set -euo pipefail
+# --help prints the header above; an unknown option is refused (exit 2).
+for a in "$@"; do
+  case $a in
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "bench_decode.sh: unknown option $a (see --help)" >&2; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-15}
-build=$root/build/release
+build=${MS_BUILD_DIR:-$root/build/release} # one build folder: what tools/demo.sh builds
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" >/dev/null
 shared=$root/../shared/models/stories260k

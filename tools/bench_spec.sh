@@ -8,10 +8,17 @@
 #
 # Runs outside CI (minutes). The machine, date and commit go into the file.
 set -euo pipefail
+# --help prints the header above; an unknown option is refused (exit 2).
+for a in "$@"; do
+  case $a in
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "bench_spec.sh: unknown option $a (see --help)" >&2; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 n=${1:-40}
 max_new=${2:-128}
-build=$root/build/release
+build=${MS_BUILD_DIR:-$root/build/release} # one build folder: what tools/demo.sh builds
 out=$root/build/bench
 shared=$root/../shared
 mkdir -p "$out"

@@ -10,15 +10,21 @@
 # installed). Extra options go to microspec-coverage after the defaults (a
 # later --w-max / --k / --max-per-category replaces the default).
 #
-# Environment: MS_BUILD_DIR (default build; the binary is
+# Environment: MS_BUILD_DIR (default build/release, what tools/demo.sh builds; the binary is
 # $MS_BUILD_DIR/tools/microspec-coverage), MS_SHARED_DIR (default ../shared).
 set -euo pipefail
+# --help prints the header above. Options after OUT_DIR go to microspec-coverage;
+# an option in OUT_DIR's place is refused (exit 2).
+case "${1:-}" in
+  -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "coverage_report.sh: unknown option $1 (see --help; OUT_DIR comes first)" >&2; exit 2 ;;
+esac
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${1:-results/coverage}
 [ $# -gt 0 ] && shift
-build=${MS_BUILD_DIR:-build}
+build=${MS_BUILD_DIR:-build/release}
 shared=${MS_SHARED_DIR:-../shared}
 bin=$build/tools/microspec-coverage
 [ -x "$bin" ] || { echo "coverage_report: $bin not found (build first, or set MS_BUILD_DIR)" >&2; exit 1; }

@@ -33,6 +33,13 @@
 # which fails at configure there, as the image lacks our Debian libraries; it
 # says so, and still does the inventory and the environment.
 set -u
+# --help prints the header above; an unknown option is refused (exit 2).
+for a in "$@"; do
+  case $a in
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu_first_run.sh: unknown option $a (see --help)" >&2; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
 OUT=${OUT:-/tmp/gpu-out}

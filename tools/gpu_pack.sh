@@ -31,6 +31,13 @@
 # Environment: MS_GPU_BUILD (default build/gpu), MS_SHARED (default ../shared),
 # LIMIT_MIB (56), JOBS (nproc).
 set -euo pipefail
+# --help prints the header above; an unknown option is refused (exit 2).
+for a in "$@"; do
+  case $a in
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "gpu_pack.sh: unknown option $a (see --help)" >&2; exit 2 ;;
+  esac
+done
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

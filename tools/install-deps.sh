@@ -2,7 +2,16 @@
 # Installs, by Debian package name, everything the build and the tests need.
 # Idempotent: packages already present are not touched, and apt is only
 # called when something is missing. Needs root (or sudo) when it installs.
+#
+#   tools/install-deps.sh        (no arguments)
 set -euo pipefail
+# --help prints the header above; an unknown option is refused (exit 2).
+for a in "$@"; do
+  case $a in
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "install-deps.sh: unknown option $a (see --help)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake pkg-config git ca-certificates

@@ -55,12 +55,12 @@
 # encoded raw, BOS first; a second turn continues the first turn's prompt and
 # answer after "\n\n"), prompts cut to --max-chars.
 #
-# Environment: MS_BUILD_DIR (default build), MS_SHARED_DIR (default ../shared).
+# Environment: MS_BUILD_DIR (default build/release, what tools/demo.sh builds), MS_SHARED_DIR (default ../shared).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-build=${MS_BUILD_DIR:-build}
+build=${MS_BUILD_DIR:-build/release}
 shared=${MS_SHARED_DIR:-../shared}
 T=$build/tools
 out=results/bench configs="" model="" per_cat="" max_sb=1024 max_he=512 max_chars="" chat="" report=1 turns=2
@@ -79,7 +79,7 @@ while [ $# -gt 0 ]; do
     --chat) chat=--chat; shift ;;
     --no-report) report=0; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) die "unknown option '$1' (see --help)" ;;
+    *) echo "microspec_bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ "$turns" =~ ^[12]$ ]] || die "--turns must be 1 or 2, not '$turns'"

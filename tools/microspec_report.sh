@@ -23,13 +23,19 @@
 # listed as skipped, never as run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-dir=${1:?usage: microspec_report.sh DIR [--coverage COVDIR]}
+case "${1:-}" in
+  -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  "") echo "usage: microspec_report.sh DIR [--coverage COVDIR] (see --help)" >&2; exit 2 ;;
+  -*) echo "microspec_report: unknown option '$1' (see --help)" >&2; exit 2 ;;
+esac
+dir=$1
 shift
 cov=$root/results/coverage
 while [ $# -gt 0 ]; do
   case $1 in
     --coverage) cov=$2; shift 2 ;;
-    *) echo "microspec_report: unknown option '$1'" >&2; exit 1 ;;
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "microspec_report: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 for f in summary.jsonl configs.tsv meta.txt; do

@@ -5,7 +5,16 @@
 #      libFuzzer, running every CPU test again plus each fuzz target for a
 #      bounded time.
 # MS_WERROR=ON (set by CI) turns warnings into errors.
+#
+#   tools/test.sh                (no arguments)
 set -euo pipefail
+# --help prints the header above; an unknown option is refused (exit 2).
+for a in "$@"; do
+  case $a in
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "test.sh: unknown option $a (see --help)" >&2; exit 2 ;;
+  esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 werror=${MS_WERROR:-OFF}

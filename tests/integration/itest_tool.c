@@ -14,6 +14,12 @@
  *   itest-tool keypair                                CURVE key pair (public, secret) in Z85
  *   itest-tool poke-target ENDPOINT MODEL_DIR VOCAB MAX_MSG_BYTES
  *   itest-tool fake-target ENDPOINT READY_FILE
+ *   itest-tool flood HOST PORT N_IDLE N_TRICKLE MAX_S READY_FILE
+ *                                                     hold N_IDLE silent and N_TRICKLE trickling (a header
+ *                                                     byte every 250 ms) connections until the server closes
+ *                                                     them or MAX_S pass; READY_FILE once all are open;
+ *                                                     prints key=value lines (closed counts, 408s, longest
+ *                                                     time a connection stayed open, in seconds)
  *
  * Every command exits 0 when what it checks holds, 1 with a message otherwise,
  * 2 on bad usage.
@@ -22,12 +28,14 @@
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -703,6 +711,80 @@ static int cmd_fake_target(int argc, char **argv) {
     return g_fail ? 1 : 0;
 }
 
+/* ---- flood: idle and trickling connections (issue 15) ------------------------------ */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmd_flood(int argc, char **argv) {
+    if (argc != 6) return 2;
+    int n_idle = atoi(argv[2]), n_trickle = atoi(argv[3]), n = n_idle + n_trickle;
+    double max_s = atof(argv[4]);
+    if (n_idle < 0 || n_trickle < 0 || n <= 0 || n > 4000 || !(max_s > 0)) return 2;
+    struct pollfd *pf = calloc((size_t)n, sizeof *pf);
+    double *opened = calloc((size_t)n, sizeof *opened), *closed_at = calloc((size_t)n, sizeof *closed_at);
+    int *got408 = calloc((size_t)n, sizeof *got408);
+    size_t *sent = calloc((size_t)n, sizeof *sent);
+    if (!pf || !opened || !closed_at || !got408 || !sent) DIE("flood: out of memory");
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1]))};
+    if (inet_pton(AF_INET, argv[0], &a.sin_addr) != 1) DIE("flood: bad host %s", argv[0]);
+    for (int i = 0; i < n; i++) {
+        pf[i].fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (pf[i].fd < 0 || connect(pf[i].fd, (struct sockaddr *)&a, sizeof a) != 0)
+            DIE("flood: connection %d: %s", i, strerror(errno));
+        pf[i].events = POLLIN;
+        opened[i] = now_s();
+    }
+    spit(argv[5], "ready\n", 6);
+    static const char head[] = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    double start = now_s(), next_drip = start;
+    int open_n = n;
+    while (open_n > 0 && now_s() - start < max_s) {
+        if (now_s() >= next_drip) {
+            next_drip += 0.25;
+            for (int i = n_idle; i < n; i++) {
+                if (closed_at[i] > 0) continue;
+                char c = sent[i] < sizeof head - 1 ? head[sent[i]] : 'a';
+                if (send(pf[i].fd, &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) sent[i]++;
+            }
+        }
+        if (poll(pf, (nfds_t)n, 50) <= 0) continue;
+        for (int i = 0; i < n; i++) {
+            if (!pf[i].revents || closed_at[i] > 0) continue;
+            char buf[512];
+            ssize_t r = recv(pf[i].fd, buf, sizeof buf - 1, MSG_DONTWAIT);
+            if (r > 0) {
+                buf[r] = 0;
+                if (!strncmp(buf, "HTTP/1.1 408", 12)) got408[i] = 1;
+                continue;
+            }
+            if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+            closed_at[i] = now_s();
+            pf[i].events = 0;
+            pf[i].fd = -pf[i].fd - 1; /* poll ignores negative descriptors */
+            open_n--;
+        }
+    }
+    for (int g = 0; g < 2; g++) {
+        int lo = g ? n_idle : 0, hi = g ? n : n_idle, nc = 0, n408 = 0;
+        double longest = 0;
+        for (int i = lo; i < hi; i++) {
+            double t = (closed_at[i] > 0 ? closed_at[i] : now_s()) - opened[i];
+            if (t > longest) longest = t;
+            nc += closed_at[i] > 0;
+            n408 += got408[i];
+        }
+        const char *k = g ? "trickle" : "idle";
+        printf("%s_closed=%d\n%s_408=%d\n%s_longest_s=%.2f\n", k, nc, k, n408, k, longest);
+    }
+    for (int i = 0; i < n; i++) close(pf[i].fd >= 0 ? pf[i].fd : -pf[i].fd - 1);
+    free(pf), free(opened), free(closed_at), free(got408), free(sent);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: itest-tool COMMAND ARGS... (see the source header)\n");
@@ -726,6 +808,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "keypair")) rc = cmd_keypair(ac, av);
     else if (!strcmp(c, "poke-target")) rc = cmd_poke_target(ac, av);
     else if (!strcmp(c, "fake-target")) rc = cmd_fake_target(ac, av);
+    else if (!strcmp(c, "flood")) rc = cmd_flood(ac, av);
     if (rc == 2) fprintf(stderr, "itest-tool: bad usage of '%s' (see the source header)\n", c);
     ms_wire_arena_free(&g_arena);
     ms_wire_buf_free(&g_buf);
