@@ -10,7 +10,11 @@
 
 #include "ms_common.h"
 
-typedef enum { MS_ARCH_LLAMA = 0, MS_ARCH_QWEN2, MS_ARCH_QWEN3 } ms_arch;
+/* MS_ARCH_GEMMA3 comes from GGUF only (ms_hfcfg_from_gguf). */
+typedef enum { MS_ARCH_LLAMA = 0, MS_ARCH_QWEN2, MS_ARCH_QWEN3, MS_ARCH_GEMMA3 } ms_arch;
+
+/* FFN activation of the gated MLP: silu(gate)·up, or GELU(tanh)(gate)·up (Gemma). */
+typedef enum { MS_ACT_SILU = 0, MS_ACT_GELU_TANH } ms_act;
 
 typedef enum { MS_ROPE_DEFAULT = 0, MS_ROPE_LLAMA3 } ms_rope_type;
 
@@ -31,7 +35,15 @@ typedef struct {
     double rope_theta;         /* default 10000 */
     bool tie_word_embeddings;  /* default false for Llama/Qwen2/Qwen3 as in transformers */
     bool attention_bias;       /* q/k/v bias: Qwen2 always; Llama if "attention_bias": true */
-    bool qk_norm;              /* Qwen3 */
+    bool qk_norm;              /* Qwen3, Gemma 3 */
+    /* Gemma 3 (zero / false for the others) */
+    ms_act act;                /* MS_ACT_SILU unless Gemma */
+    bool embed_scale;          /* embeddings × sqrt(hidden_size) */
+    bool post_norms;           /* RMSNorm on the attention and FFN outputs before each residual add */
+    int64_t sliding_window;    /* keys at distance ≥ this are invisible on local layers; 0: none */
+    int64_t sliding_period;    /* layer l is global iff (l + 1) % period == 0; local otherwise */
+    double rope_local_theta;   /* RoPE base of local (sliding-window) layers */
+    double attn_scale;         /* 0: 1/sqrt(head_dim) */
     struct {
         ms_rope_type type;
         double factor;
@@ -51,6 +63,16 @@ ms_status ms_hfcfg_load(const char *path, ms_hfconfig *out);
 ms_status ms_hfcfg_parse(const char *json, size_t len, const char *name, ms_hfconfig *out);
 /* Write a config.json for `c` (used by the converter and test model generators). */
 ms_status ms_hfcfg_write(const char *path, const ms_hfconfig *c);
+/* From a GGUF file's metadata (architectures qwen2, llama, gemma3): hyper-
+ * parameters, the vocabulary size (rows of token_embd.weight), tie (no
+ * output.weight), BOS/EOS ids. Keys that change the maths and are not
+ * implemented (rope scaling, logit softcapping, experts, ...) are refused by
+ * name, as is any other architecture. Defined in ms_hfconfig_gguf.c. */
+struct ms_gguf;
+ms_status ms_hfcfg_from_gguf(const struct ms_gguf *g, ms_hfconfig *out);
+/* True if layer l of c uses the sliding window (Gemma 3 local layers). */
+bool ms_hfcfg_layer_is_local(const ms_hfconfig *c, int64_t l);
+
 /* Log the configuration at info level, one line. */
 void ms_hfcfg_log(const ms_hfconfig *c);
 

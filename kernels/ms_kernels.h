@@ -51,6 +51,13 @@ typedef struct {
     int64_t head_dim;
     float scale;        /* usually 1/sqrt(hd) */
     int64_t mask_back;  /* masked rows before the batch (0: the mask covers the batch only) */
+    /* Sliding window (Gemma 3 local layers): 0 = none. Else query i at
+     * position q_pos[i] does not see committed rows t with q_pos[i] − t ≥
+     * window (a committed row's position is its row index). Rows of the batch
+     * and of the masked region are always within 64 of the query, so a window
+     * ≥ 64 never hides them. CPU only for now (the CUDA table refuses it). */
+    int64_t window;
+    const int32_t *q_pos; /* [n_q] positions of the query rows (needed when window > 0) */
 } ms_k_attn_shape;
 
 typedef struct ms_k_ops ms_k_ops;
@@ -77,6 +84,10 @@ struct ms_k_ops {
                       const ms_k_attn_shape *s, const uint64_t *mask, float *scratch);
     /* y[i] = silu(gate[i]) · up[i], i < n. */
     void (*silu_glu)(void *ctx, void *y, const void *gate, const void *up, int64_t n);
+    /* y[i] = gelu_tanh(gate[i]) · up[i], i < n (Gemma); NULL where not implemented. */
+    void (*gelu_glu)(void *ctx, void *y, const void *gate, const void *up, int64_t n);
+    /* y[i] *= s, i < n (Gemma's sqrt(d) embedding scale); NULL where not implemented. */
+    void (*scale)(void *ctx, void *y, float s, int64_t n);
     /* y[i, :] = table[ids[i], :] converted to act, i < n; table in `table_dtype`. */
     void (*embed)(void *ctx, void *y, const void *table, ms_dtype table_dtype, const int32_t *ids, int64_t n,
                   int64_t d);
@@ -107,7 +118,8 @@ int32_t ms_k_sample(const float *logits, int64_t n, const ms_k_sampling *s, ms_r
  * renormalised) into probs[n]; used by the sampling verifier and tests. */
 void ms_k_sampling_probs(const float *logits, int64_t n, const ms_k_sampling *s, float *probs);
 
-/* Threads for the CPU GEMM (OpenBLAS); 1 by default. */
+/* Threads for the CPU ops: OpenBLAS GEMM and the thread pool of the
+ * quantized matmuls (ms_pool.h); 1 by default. */
 void ms_k_cpu_set_threads(int n);
 
 /* OpenBLAS chooses its kernels in a library constructor, before main. On CPU

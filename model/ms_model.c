@@ -34,6 +34,8 @@
 #include <string.h>
 
 #include "cuda/ms_k_cuda_random.h"
+#include "ms_gguf.h"
+#include "ms_quant.h"
 #include "ms_safetensors.h"
 #include "ms_weights.h"
 
@@ -44,7 +46,14 @@
 typedef struct {
     const void *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm;
     const void *ffn_norm, *w_gate, *w_up, *w_down;
+    const void *post_attn_norm, *post_ffn_norm; /* Gemma 3 */
 } layer_w;
+
+/* The matrices of a layer as stored in a GGUF file (CPU): block formats read
+ * in place by ms_q_linear. */
+typedef struct {
+    ms_qweight wq, wk, wv, wo, w_gate, w_up, w_down;
+} layer_q;
 
 /* Staging rows for compaction moves per device round trip. */
 #define MOVE_CHUNK 64
@@ -57,7 +66,11 @@ struct ms_model {
     int cuda_dev;      /* -1: CPU */
     ms_dtype wdtype;   /* storage dtype of weights and activations: F32 (CPU) or act (CUDA) */
     size_t es;         /* bytes per element of wdtype */
-    ms_st_model *st;   /* NULL for ms_model_new_random */
+    ms_st_model *st;   /* NULL for ms_model_new_random and GGUF */
+    ms_gguf *gg;       /* a GGUF model (CPU): typed weights below */
+    layer_q *lq;       /* [n_layers] when gg */
+    ms_qweight embed_q, lm_head_q; /* when gg */
+    ms_k_rope rope_local; /* sliding-window layers' RoPE (Gemma 3); max_pos 0 when unused */
     int64_t n_layers, d, hd, n_heads, n_kv, q_dim, kv_dim, ffn, vocab;
     const void *embed, *lm_head, *final_norm;
     layer_w *layers;
@@ -281,6 +294,92 @@ static ms_status load_weights(ms_model *m) {
     return MS_OK;
 }
 
+/* ---- GGUF weights (CPU, stored format) ------------------------------------------ */
+
+/* A 1-d weight [d0] (norms, biases): F32 used in place (GGUF aligns tensor
+ * data to ≥ 8 bytes), F16/BF16 converted once into an owned buffer. */
+static ms_status gguf_vec(ms_model *m, const char *name, int64_t d0, const void **out) {
+    static const ms_dtype ok[] = {MS_DTYPE_F32, MS_DTYPE_F16, MS_DTYPE_BF16};
+    const ms_gguf_tensor_info *t;
+    MS_TRY(ms_gguf_get_tensor(m->gg, name, 1, &d0, ok, 3, &t));
+    if (t->dtype == MS_DTYPE_F32 && ((uintptr_t)t->data & 3u) == 0) {
+        *out = t->data;
+        return MS_OK;
+    }
+    float *p;
+    MS_TRY(ms_alloc_f32(&p, d0, 1));
+    MS_TRY(ms_weights_own(&m->weights, p));
+    ms_convert_to_f32(p, t->data, t->dtype, d0);
+    *out = p;
+    return MS_OK;
+}
+
+/* A matrix of `rows` rows of `cols` elements, kept in its stored format. */
+static ms_status gguf_mat(ms_model *m, const char *name, int64_t rows, int64_t cols, ms_qweight *out) {
+    static const ms_dtype ok[] = {MS_DTYPE_F32,  MS_DTYPE_F16,  MS_DTYPE_BF16, MS_DTYPE_Q4_0, MS_DTYPE_Q4_1,
+                                  MS_DTYPE_Q5_0, MS_DTYPE_Q5_1, MS_DTYPE_Q8_0, MS_DTYPE_Q4_K, MS_DTYPE_Q5_K,
+                                  MS_DTYPE_Q6_K};
+    const int64_t shape[2] = {rows, cols};
+    const ms_gguf_tensor_info *t;
+    MS_TRY(ms_gguf_get_tensor(m->gg, name, 2, shape, ok, (int)(sizeof ok / sizeof *ok), &t));
+    *out = ms_qweight_view(t->dtype, t->data, rows, cols);
+    return MS_OK;
+}
+
+/* GGUF tensor names (llama.cpp's converter): token_embd, output_norm, output,
+ * blk.L.{attn_norm, attn_q, attn_k, attn_v, attn_output, attn_{q,k,v}.bias,
+ * attn_q_norm, attn_k_norm, post_attention_norm, ffn_norm, ffn_gate, ffn_up,
+ * ffn_down, post_ffw_norm}. */
+static ms_status load_weights_gguf(ms_model *m) {
+    char name[128];
+    const ms_hfconfig *c = &m->cfg;
+    MS_TRY(gguf_mat(m, "token_embd.weight", m->vocab, m->d, &m->embed_q));
+    MS_TRY(gguf_vec(m, "output_norm.weight", m->d, &m->final_norm));
+    if (c->tie_word_embeddings) m->lm_head_q = m->embed_q;
+    else MS_TRY(gguf_mat(m, "output.weight", m->vocab, m->d, &m->lm_head_q));
+    m->lq = ms_calloc((size_t)m->n_layers, sizeof *m->lq);
+    if (!m->lq) return MS_ERR_NOMEM;
+    for (int64_t l = 0; l < m->n_layers; l++) {
+        layer_w *w = &m->layers[l];
+        layer_q *q = &m->lq[l];
+#define GV(field, suffix, d0)                                              \
+    do {                                                                   \
+        snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, suffix); \
+        MS_TRY(gguf_vec(m, name, d0, &w->field));                          \
+    } while (0)
+#define GM(field, suffix, rows, cols)                                      \
+    do {                                                                   \
+        snprintf(name, sizeof name, "blk.%lld.%s", (long long)l, suffix); \
+        MS_TRY(gguf_mat(m, name, rows, cols, &q->field));                  \
+    } while (0)
+        GV(attn_norm, "attn_norm.weight", m->d);
+        GM(wq, "attn_q.weight", m->q_dim, m->d);
+        GM(wk, "attn_k.weight", m->kv_dim, m->d);
+        GM(wv, "attn_v.weight", m->kv_dim, m->d);
+        GM(wo, "attn_output.weight", m->d, m->q_dim);
+        if (c->attention_bias) {
+            GV(bq, "attn_q.bias", m->q_dim);
+            GV(bk, "attn_k.bias", m->kv_dim);
+            GV(bv, "attn_v.bias", m->kv_dim);
+        }
+        if (c->qk_norm) {
+            GV(q_norm, "attn_q_norm.weight", m->hd);
+            GV(k_norm, "attn_k_norm.weight", m->hd);
+        }
+        if (c->post_norms) {
+            GV(post_attn_norm, "post_attention_norm.weight", m->d);
+            GV(post_ffn_norm, "post_ffw_norm.weight", m->d);
+        }
+        GV(ffn_norm, "ffn_norm.weight", m->d);
+        GM(w_gate, "ffn_gate.weight", m->ffn, m->d);
+        GM(w_up, "ffn_up.weight", m->ffn, m->d);
+        GM(w_down, "ffn_down.weight", m->d, m->ffn);
+#undef GV
+#undef GM
+    }
+    return MS_OK;
+}
+
 /* ---- construction ------------------------------------------------------------ */
 
 /* Backend selection: the op table (CPU, or CUDA on its own stream with a
@@ -341,6 +440,9 @@ static ms_status set_shape(ms_model *m, const ms_model_opts *o, const char *what
     m->max_ctx += o->extra_ctx;
     m->max_batch = o->max_batch > 0 ? o->max_batch : 256;
     if (m->max_batch > m->max_ctx) m->max_batch = m->max_ctx;
+    /* The attention op never hides a row of the current batch (ms_k_attn_shape):
+     * keep batches inside the sliding window. */
+    if (c->sliding_window > 0 && m->max_batch > c->sliding_window) m->max_batch = c->sliding_window;
     m->layers = ms_calloc((size_t)m->n_layers, sizeof *m->layers);
     return m->layers ? MS_OK : MS_ERR_NOMEM;
 }
@@ -349,6 +451,11 @@ static ms_status set_shape(ms_model *m, const ms_model_opts *o, const char *what
 static ms_status alloc_state(ms_model *m) {
     ms_k_rope_params rp = ms_rope_params_of(&m->cfg);
     MS_TRY(ms_k_rope_build(&m->rope, m->max_ctx, m->hd, &rp));
+    if (m->cfg.sliding_window > 0) {
+        ms_k_rope_params lp = rp;
+        lp.theta = m->cfg.rope_local_theta;
+        MS_TRY(ms_k_rope_build(&m->rope_local, m->max_ctx, m->hd, &lp));
+    }
 
     const int64_t B = m->max_batch;
     MS_TRY(alloc_buf(m, &m->kcache, m->n_layers * m->max_ctx, m->kv_dim));
@@ -397,6 +504,26 @@ static ms_status alloc_state(ms_model *m) {
     return MS_OK;
 }
 
+/* A GGUF file: configuration from its metadata, weights kept in their stored
+ * block formats (CPU only in this version). */
+static ms_status load_gguf(ms_model *m, const char *path, const ms_model_opts *o) {
+    MS_TRY(ms_gguf_open(path, &m->gg));
+    MS_TRY(ms_hfcfg_from_gguf(m->gg, &m->cfg));
+    int dev;
+    MS_TRY(ms_model_device_parse(o->device, &dev));
+    if (dev >= 0)
+        MS_FAIL(MS_ERR_UNSUPPORTED, "%s: GGUF models run on the CPU in this version (device \"%s\" asked)", path,
+                o->device);
+    MS_TRY(open_backend(m, o, path));
+    if (m->cfg.act == MS_ACT_GELU_TANH && !m->ops->gelu_glu)
+        MS_FAIL(MS_ERR_UNSUPPORTED, "%s: the %s op table has no GELU", path, m->ops->name);
+    MS_TRY(set_shape(m, o, path));
+    MS_LOG_INFO("%s: %s, %lld layers, d %lld, vocab %lld, loading", path, m->cfg.arch_name, (long long)m->n_layers,
+                (long long)m->d, (long long)m->vocab);
+    MS_TRY(load_weights_gguf(m));
+    return alloc_state(m);
+}
+
 ms_status ms_model_load(const char *dir, const ms_model_opts *opts, ms_model **out) {
     *out = NULL;
     ms_model_opts o = opts ? *opts : (ms_model_opts){0};
@@ -404,6 +531,12 @@ ms_status ms_model_load(const char *dir, const ms_model_opts *opts, ms_model **o
     if (!m) return MS_ERR_NOMEM;
     m->cuda_dev = -1;
     ms_status st = MS_OK;
+    if (ms_gguf_is_gguf(dir)) {
+        st = load_gguf(m, dir, &o);
+        if (st < 0) goto fail;
+        *out = m;
+        return MS_OK;
+    }
     char *cfg_path = ms_path_join(dir, "config.json");
     if (!cfg_path) {
         st = MS_ERR_NOMEM;
@@ -489,7 +622,9 @@ void ms_model_free(ms_model **pm) {
     free(m->lm_head_host);
     ms_weights_free(&m->weights);
     free(m->layers);
+    free(m->lq);
     ms_k_rope_free(&m->rope);
+    ms_k_rope_free(&m->rope_local);
     if (m->cuda_dev < 0) { /* on CUDA these are device buffers, freed above */
         free(m->kcache);
         free(m->vcache);
@@ -504,6 +639,7 @@ void ms_model_free(ms_model **pm) {
     free(m->scores);
     free(m->pos);
     ms_st_close(&m->st);
+    ms_gguf_close(&m->gg);
     free(m);
     *pm = NULL;
 }
@@ -549,6 +685,19 @@ const float *ms_model_hidden(const ms_model *cm) {
 }
 
 const float *ms_model_lm_head(const ms_model *cm) {
+    if (cm->gg) { /* stored format: an f32 copy made once (the draft vocabulary packs its rows) */
+        ms_model *m = (ms_model *)cm;
+        if (m->lm_head_host) return m->lm_head_host;
+        float *h;
+        if (ms_alloc_f32(&h, m->vocab, m->d) != MS_OK) {
+            MS_LOG_ERROR("model lm_head: no host memory for the %lld x %lld f32 copy", (long long)m->vocab,
+                         (long long)m->d);
+            return NULL;
+        }
+        for (int64_t r = 0; r < m->vocab; r++) ms_q_row(&m->lm_head_q, r, h + r * m->d);
+        m->lm_head_host = h;
+        return h;
+    }
     if (cm->cuda_dev < 0) return (const float *)cm->lm_head;
 #ifdef MS_HAVE_CUDA
     ms_model *m = (ms_model *)cm;
@@ -582,6 +731,14 @@ ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const 
     return ms_model_forward_masked(m, tokens, n, pos, mask, 0, mode, logits);
 }
 
+/* y[n, mo] = x[n, k] · Wᵀ (+ b): the stored-format weight q when the model
+ * came from GGUF, else w in the backend's dtype through the op table. */
+static void lin(const ms_model *m, void *y, const void *x, const void *w, const ms_qweight *q, const void *b,
+                int64_t n, int64_t k, int64_t mo) {
+    if (q) ms_q_linear(y, x, q, b, n);
+    else m->ops->linear(m->ops->ctx, y, x, w, b, n, k, mo);
+}
+
 /* The op sequence of one forward of n rows at cache rows [len, len + n).
  * tokens / pos / mask are where the backend reads them (host on CPU, device
  * staging on CUDA); logits the f32 output (host on CPU, device on CUDA). */
@@ -592,33 +749,47 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
     const int64_t n = shape->n_q, d = m->d, es = (int64_t)m->es;
     const float eps = (float)m->cfg.rms_norm_eps;
 
-    k->embed(c, m->x, m->embed, m->wdtype, tokens, n, d);
+    if (m->gg) {
+        for (int64_t i = 0; i < n; i++) ms_q_row(&m->embed_q, tokens[i], (float *)m->x + i * d);
+    } else {
+        k->embed(c, m->x, m->embed, m->wdtype, tokens, n, d);
+    }
+    if (m->cfg.embed_scale) k->scale(c, m->x, sqrtf((float)d), n * d); /* Gemma: embeddings × sqrt(d) */
     for (int64_t l = 0; l < m->n_layers; l++) {
         const layer_w *w = &m->layers[l];
+        const layer_q *q = m->lq ? &m->lq[l] : NULL;
+        /* Gemma 3: local layers see a sliding window, with their own RoPE base. */
+        const bool local = ms_hfcfg_layer_is_local(&m->cfg, l);
+        ms_k_attn_shape ls = *shape;
+        if (local) ls.window = m->cfg.sliding_window;
+        const ms_k_rope *lrope = local ? &m->rope_local : rope;
         void *kc = el(m->kcache, l * m->max_ctx * m->kv_dim, m->es); /* [max_ctx, kv_dim] */
         void *vc = el(m->vcache, l * m->max_ctx * m->kv_dim, m->es);
         void *kn = el(kc, m->len * m->kv_dim, m->es); /* the batch's K rows, written in place */
         void *vn = el(vc, m->len * m->kv_dim, m->es);
 
         k->rmsnorm(c, m->xb, m->x, w->attn_norm, n, d, eps);
-        k->linear(c, m->q, m->xb, w->wq, w->bq, n, d, m->q_dim);
-        k->linear(c, kn, m->xb, w->wk, w->bk, n, d, m->kv_dim);
-        k->linear(c, vn, m->xb, w->wv, w->bv, n, d, m->kv_dim);
-        if (w->q_norm) { /* Qwen3: RMSNorm over each head's hd values */
+        lin(m, m->q, m->xb, w->wq, q ? &q->wq : NULL, w->bq, n, d, m->q_dim);
+        lin(m, kn, m->xb, w->wk, q ? &q->wk : NULL, w->bk, n, d, m->kv_dim);
+        lin(m, vn, m->xb, w->wv, q ? &q->wv : NULL, w->bv, n, d, m->kv_dim);
+        if (w->q_norm) { /* Qwen3, Gemma 3: RMSNorm over each head's hd values */
             k->rmsnorm(c, m->q, m->q, w->q_norm, n * m->n_heads, m->hd, eps);
             k->rmsnorm(c, kn, kn, w->k_norm, n * m->n_kv, m->hd, eps);
         }
-        k->rope(c, m->q, n, m->n_heads, m->hd, pos, rope);
-        k->rope(c, kn, n, m->n_kv, m->hd, pos, rope);
-        k->attention(c, m->att, m->q, kc, vc, shape, mask, m->scores);
-        k->linear(c, m->xb, m->att, w->wo, w->bo, n, m->q_dim, d);
+        k->rope(c, m->q, n, m->n_heads, m->hd, pos, lrope);
+        k->rope(c, kn, n, m->n_kv, m->hd, pos, lrope);
+        k->attention(c, m->att, m->q, kc, vc, &ls, mask, m->scores);
+        lin(m, m->xb, m->att, w->wo, q ? &q->wo : NULL, w->bo, n, m->q_dim, d);
+        if (w->post_attn_norm) k->rmsnorm(c, m->xb, m->xb, w->post_attn_norm, n, d, eps);
         k->add(c, m->x, m->xb, n * d);
 
         k->rmsnorm(c, m->xb, m->x, w->ffn_norm, n, d, eps);
-        k->linear(c, m->hb, m->xb, w->w_gate, NULL, n, d, m->ffn);
-        k->linear(c, m->hb2, m->xb, w->w_up, NULL, n, d, m->ffn);
-        k->silu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
-        k->linear(c, m->xb, m->hb, w->w_down, NULL, n, m->ffn, d);
+        lin(m, m->hb, m->xb, w->w_gate, q ? &q->w_gate : NULL, NULL, n, d, m->ffn);
+        lin(m, m->hb2, m->xb, w->w_up, q ? &q->w_up : NULL, NULL, n, d, m->ffn);
+        if (m->cfg.act == MS_ACT_GELU_TANH) k->gelu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
+        else k->silu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
+        lin(m, m->xb, m->hb, w->w_down, q ? &q->w_down : NULL, NULL, n, m->ffn, d);
+        if (w->post_ffn_norm) k->rmsnorm(c, m->xb, m->xb, w->post_ffn_norm, n, d, eps);
         k->add(c, m->x, m->xb, n * d);
     }
     k->rmsnorm(c, m->hidden, m->x, m->final_norm, n, d, eps);
@@ -626,7 +797,7 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
     const int64_t rows = mode == MS_LOGITS_LAST ? 1 : n;
     const void *h = mode == MS_LOGITS_LAST ? el(m->hidden, (n - 1) * d, (size_t)es) : m->hidden;
     if (m->cuda_dev < 0) {
-        k->linear(c, logits, h, m->lm_head, NULL, rows, d, m->vocab);
+        lin(m, logits, h, m->lm_head, m->gg ? &m->lm_head_q : NULL, NULL, rows, d, m->vocab);
         return MS_OK;
     }
 #ifdef MS_HAVE_CUDA
@@ -711,8 +882,11 @@ ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n,
                                    .n_heads = m->n_heads,
                                    .n_kv_heads = m->n_kv,
                                    .head_dim = m->hd,
-                                   .scale = 1.0f / sqrtf((float)m->hd),
-                                   .mask_back = mask ? mask_back : 0};
+                                   .scale = m->cfg.attn_scale > 0 ? (float)m->cfg.attn_scale
+                                                                  : 1.0f / sqrtf((float)m->hd),
+                                   .mask_back = mask ? mask_back : 0,
+                                   .window = 0,
+                                   .q_pos = m->pos};
     if (m->cuda_dev < 0) {
         MS_TRY(run_layers(m, tokens, m->pos, mask, &shape, &m->rope, mode, logits));
     } else {

@@ -203,6 +203,7 @@ static void emit(emitter *e, const int32_t *ids, int64_t n) {
         for (int64_t s = 0; s < e->p->n_stop; s++)
             if (ids[k] == e->p->stop_ids[s]) {
                 e->stats->stop_reason = "stop token";
+                e->stats->stop_id = ids[k];
                 e->done = true;
             }
         if (e->done) break;
@@ -266,6 +267,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n;
     st->stop_reason = "max tokens";
+    st->stop_id = -1;
     if (n <= 0) MS_FAIL(MS_ERR_INVALID, "request %llu: empty prompt", (unsigned long long)rid);
     if (p->k_pre < 0 || p->k_pre > MS_TREE_MAX || p->k_ver < 0 || p->k_ver > MS_TREE_MAX)
         MS_FAIL(MS_ERR_INVALID, "k_pre %lld / k_ver %lld outside [0, %d]", (long long)p->k_pre, (long long)p->k_ver,

@@ -52,6 +52,7 @@ typedef struct {
     float link_us[MS_GEN_LINK_SAMPLES];
     int64_t n_link;
     const char *stop_reason;      /* "stop token", "max tokens", "context full", "cancelled" */
+    int32_t stop_id;              /* the stop token that ended generation (not emitted); −1 otherwise */
 } ms_gen_stats;
 
 /* Mean accepted length: tokens emitted per target forward after the prefill

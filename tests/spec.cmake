@@ -10,7 +10,7 @@ set(MS_SPEC_TESTS test_spec_equiv test_spec_faults test_spec_sampling test_spec_
 foreach(t ${MS_SPEC_TESTS})
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
     ms_add_test(${t} ${t}.c LIBS ms_target ms_draft ms_protocol LABELS spec TIMEOUT 600)
-    target_sources(${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/spec_util.c)
+    target_sources(${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/spec_util.c ${CMAKE_CURRENT_SOURCE_DIR}/chi2.c)
     target_link_libraries(${t} PRIVATE PkgConfig::JANSSON)
     foreach(tool microspec-mkmodel microspec-mkeagle convert-llama2c)
       if(TARGET ${tool})

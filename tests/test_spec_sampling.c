@@ -20,6 +20,7 @@
  * removed nor renormalised; the bonus drawn from the unmodified p) must fail
  * it by a wide margin — which shows the test can catch a broken residual step.
  */
+#include "chi2.h"
 #include "spec_util.h"
 
 #include <math.h>
@@ -28,85 +29,6 @@
 
 #define V_T 16
 #define P_FAIL 1e-6
-
-/* ---- chi-square --------------------------------------------------------- */
-
-/* Regularised upper incomplete gamma Q(a, x) (series / continued fraction). */
-static double gamma_q(double a, double x) {
-    if (x <= 0.0) return 1.0;
-    double gln = lgamma(a);
-    if (x < a + 1.0) {
-        double ap = a, sum = 1.0 / a, del = sum;
-        for (int n = 0; n < 100000; n++) {
-            ap += 1.0;
-            del *= x / ap;
-            sum += del;
-            if (fabs(del) < fabs(sum) * 1e-15) break;
-        }
-        return 1.0 - sum * exp(-x + a * log(x) - gln);
-    }
-    double b = x + 1.0 - a, c = 1.0 / 1e-300, d = 1.0 / b, h = d;
-    for (int i = 1; i < 100000; i++) {
-        double an = -i * (i - a);
-        b += 2.0;
-        d = an * d + b;
-        if (fabs(d) < 1e-300) d = 1e-300;
-        c = b + an / c;
-        if (fabs(c) < 1e-300) c = 1e-300;
-        d = 1.0 / d;
-        double del = d * c;
-        h *= del;
-        if (fabs(del - 1.0) < 1e-15) break;
-    }
-    return exp(-x + a * log(x) - gln) * h;
-}
-
-typedef struct {
-    double stat, p;
-    int64_t df, impossible; /* samples in cells of probability 0 */
-} chi2_result;
-
-/* Pearson chi-square of counts[n] against probs[n] (sum 1) for N samples;
- * cells with expected < 5 pooled (the pool joins the smallest cell if it is
- * itself below 5). */
-static chi2_result chi2(const int64_t *counts, const double *probs, int64_t n, int64_t N) {
-    chi2_result r = {0};
-    double pool_e = 0.0, pool_o = 0.0;
-    int64_t small_i = -1;
-    for (int64_t i = 0; i < n; i++) {
-        double e = probs[i] * (double)N;
-        if (probs[i] <= 0.0) {
-            r.impossible += counts[i];
-            continue;
-        }
-        if (e < 5.0) {
-            pool_e += e;
-            pool_o += (double)counts[i];
-        } else if (small_i < 0 || e < probs[small_i] * (double)N) {
-            small_i = i;
-        }
-    }
-    int64_t cells = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = probs[i] * (double)N;
-        if (probs[i] <= 0.0 || e < 5.0) continue;
-        double o = (double)counts[i];
-        if (i == small_i && pool_e > 0.0 && pool_e < 5.0) {
-            e += pool_e;
-            o += pool_o;
-        }
-        r.stat += (o - e) * (o - e) / e;
-        cells++;
-    }
-    if (pool_e >= 5.0) {
-        r.stat += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
-        cells++;
-    }
-    r.df = cells - 1;
-    r.p = r.df > 0 ? gamma_q((double)r.df / 2.0, r.stat / 2.0) : 1.0;
-    if (r.impossible > 0) r.p = 0.0;
-    return r;
-}
 
 /* ---- fixture ------------------------------------------------------------ */
 
@@ -201,7 +123,7 @@ static void end_to_end(fixture *f, int64_t N) {
             spec_rounds += st.spec_rounds;
             n_ok++;
         }
-        chi2_result r = chi2(counts, joint, V_T * V_T, n_ok);
+        chi2_result r = chi2_test(counts, joint, V_T * V_T, n_ok);
         report(cf->name, r, n_ok);
         SPEC_CHECK(r.p > P_FAIL, "%s: the speculative joint distribution differs from the target's (chi2 %.1f, df %lld, "
                                  "p %.3g)", cf->name, r.stat, (long long)r.df, r.p);
@@ -326,7 +248,7 @@ static chi2_result sample_depth(const depth_case *dc, verify_fn fn, const ms_k_s
         counts[x1 * V_T + x2]++;
     }
     *mean_path = (double)path_sum / (double)N;
-    return chi2(counts, dc->joint, V_T * V_T, N);
+    return chi2_test(counts, dc->joint, V_T * V_T, N);
 }
 
 static void verifier_at_depth(fixture *f, int64_t N) {
@@ -397,10 +319,10 @@ static void chi2_self_check(void) {
         counts[k]++;
         skew[k == 6 && ms_rng_uniform(&rng) < 0.2 ? 7 : k]++; /* 20 % of id 6 moved to id 7 */
     }
-    chi2_result a = chi2(counts, probs, 8, N), b = chi2(skew, probs, 8, N);
+    chi2_result a = chi2_test(counts, probs, 8, N), b = chi2_test(skew, probs, 8, N);
     SPEC_CHECK(a.p > 1e-3 && a.df == 7, "chi2 self check: exact samples p %.3g df %lld", a.p, (long long)a.df);
     SPEC_CHECK(b.p < 1e-6, "chi2 self check: skewed samples p %.3g", b.p);
-    SPEC_CHECK(fabs(gamma_q(1.0, 2.0) - exp(-2.0)) < 1e-12 && fabs(gamma_q(3.0, 40.0) - exp(-40.0) * (1 + 40 + 800)) < 1e-25,
+    SPEC_CHECK(fabs(chi2_gamma_q(1.0, 2.0) - exp(-2.0)) < 1e-12 && fabs(chi2_gamma_q(3.0, 40.0) - exp(-40.0) * (1 + 40 + 800)) < 1e-25,
                "gamma_q closed forms");
 }
 

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ms_gguf.h"
 #include "ms_tokenizer.h"
 #include "ms_vocab.h"
 
@@ -24,7 +25,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: " TOOL " --tokenizer DIR|tokenizer.json --k K --out FILE [options] CORPUS_FILE...\n"
+            "usage: " TOOL " --tokenizer FILE.gguf|DIR|tokenizer.json --k K --out FILE [options] CORPUS_FILE...\n"
             "\n"
             "Builds a static (FR-Spec) draft vocabulary: the K most frequent token ids of\n"
             "the corpus files, EOS ids always included, ties broken by lower id, filled\n"
@@ -32,8 +33,9 @@ static void usage(FILE *f) {
             "Writes \"# microspec-vocab v1 k=K\" and one id per line, atomically.\n"
             "Progress and a summary go to stderr.\n"
             "\n"
-            "  -t, --tokenizer P      model directory (tokenizer.json or tokenizer.bin) or a\n"
-            "                         tokenizer.json file (tokenizer_config.json beside it is read)\n"
+            "  -t, --tokenizer P      a GGUF model file, a model directory (tokenizer.json or\n"
+            "                         tokenizer.bin) or a tokenizer.json file (tokenizer_config.json\n"
+            "                         beside it is read)\n"
             "  -k, --k K              number of ids to write\n"
             "  -o, --out FILE         output list\n"
             "  -e, --eos ID           force ID in (repeatable; the tokenizer's EOS ids always are)\n"
@@ -50,7 +52,7 @@ static bool parse_i64(const char *s, const char *flag, int64_t lo, int64_t hi, i
 static ms_status load_tokenizer(const char *path, ms_tok **tok) {
     struct stat st;
     if (stat(path, &st) != 0) MS_FAIL(MS_ERR_IO, "%s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return ms_tok_load_dir(path, tok);
+    if (S_ISDIR(st.st_mode) || ms_gguf_is_gguf(path)) return ms_tok_load_path(path, tok);
     /* A tokenizer.json file: read tokenizer_config.json from the same folder. */
     char *dir = strdup(path);
     if (!dir) return MS_ERR_NOMEM;

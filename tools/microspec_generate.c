@@ -11,17 +11,20 @@
 
 #include "ms_draft.h"
 #include "ms_model.h"
+#include "ms_pool.h"
 #include "ms_target.h"
 #include "ms_tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: microspec-generate --model DIR [options]\n"
+            "usage: microspec-generate --model FILE.gguf|DIR [options]\n"
             "\n"
             "Generates text autoregressively with the target model alone.\n"
             "Text goes to stdout, statistics to stderr.\n"
             "\n"
-            "  -m, --model DIR        Hugging Face model directory (config.json, *.safetensors,\n"
+            "  -m, --model PATH       a GGUF file (weights in their stored block formats, the\n"
+            "                         tokenizer and chat template from its metadata) or a Hugging\n"
+            "                         Face model directory (config.json, *.safetensors,\n"
             "                         tokenizer.json or tokenizer.bin)\n"
             "  -p, --prompt TEXT      prompt (default: empty, i.e. BOS only)\n"
             "  -f, --prompt-file F    read the prompt from a file\n"
@@ -34,7 +37,7 @@ static void usage(FILE *f) {
             "      --top-p P          nucleus sampling mass (default 1.0 = off)\n"
             "      --seed S           sampling seed (default 42)\n"
             "      --max-ctx N        KV cache rows (default min(max_position_embeddings, 4096))\n"
-            "      --threads N        CPU GEMM threads (default 1)\n"
+            "      --threads N        CPU threads (default: the number of cores)\n"
             "      --device D         cpu | cuda | cuda:N: where the target runs (default cpu)\n"
             "      --draft-device D   where an lm / layerskip draft runs (default: --device; eagle: cpu only)\n"
             "      --dtype T          CUDA activations and weights: bf16 | f16 (default bf16)\n"
@@ -51,6 +54,8 @@ static void usage(FILE *f) {
             "                         turn j's output decoded without special tokens, whitespace-stripped;\n"
             "                         raw: turn k-1's prompt ids + its generated ids + encode(\"\\n\\n\" + tk)\n"
             "      --quiet            do not print the generated text\n"
+            "      --ids-out F        per turn a JSON line {\"prompt\", \"turn\", \"prompt_ids\", \"ids\"}:\n"
+            "                         the token ids given and generated, the stop token included\n"
             "      --stats-out F      per-turn statistics as JSON lines (turn, question_id and category\n"
             "                         when the line has them, times in s); a summary goes to stdout\n"
             "\n"
@@ -328,10 +333,10 @@ int main(int argc, char **argv) {
     ms_log_set_role("generate");
     const char *model_dir = NULL, *prompt = "", *prompt_file = NULL, *system_msg = NULL;
     const char *draft_dir = NULL, *draft_kind = NULL, *vocab_mode = "dynamic", *vocab_list = NULL;
-    int64_t max_tokens = 256, steps = -1, max_ctx = 0, threads = 1, seed = 42;
+    int64_t max_tokens = 256, steps = -1, max_ctx = 0, threads = 0, seed = 42;
     double temperature = 0.0, top_p = 1.0;
     bool chat = false, echo = false, no_bos = false, ignore_eos = false, quiet = false;
-    const char *prompts_jsonl = NULL, *stats_out = NULL, *vocab_stream = NULL, *lm_head = "gathered";
+    const char *prompts_jsonl = NULL, *stats_out = NULL, *ids_out = NULL, *vocab_stream = NULL, *lm_head = "gathered";
     int64_t first = INT64_MAX, max_turns = 1;
     ms_gen_params gp = ms_gen_params_default();
     ms_dft_opts dopt = ms_dft_opts_default();
@@ -341,7 +346,7 @@ int main(int argc, char **argv) {
     enum {
         O_STEPS = 1000, O_TOPP, O_SEED, O_MAXCTX, O_THREADS, O_ECHO, O_NOBOS, O_IGNEOS, O_DRAFT, O_DKIND,
         O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_CHAIN, O_JSONL, O_FIRST,
-        O_QUIET, O_STATSOUT, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE
+        O_QUIET, O_STATSOUT, O_IDSOUT, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},        {"prompt", required_argument, 0, 'p'},
@@ -359,7 +364,7 @@ int main(int argc, char **argv) {
         {"tree-depth", required_argument, 0, O_TDEPTH}, {"tree-total", required_argument, 0, O_TTOTAL},
         {"chain", no_argument, 0, O_CHAIN},          {"prompts-jsonl", required_argument, 0, O_JSONL},
         {"first", required_argument, 0, O_FIRST},    {"quiet", no_argument, 0, O_QUIET},
-        {"stats-out", required_argument, 0, O_STATSOUT}, {"help", no_argument, 0, 'h'},
+        {"stats-out", required_argument, 0, O_STATSOUT}, {"ids-out", required_argument, 0, O_IDSOUT}, {"help", no_argument, 0, 'h'},
         {"vocab-stream", required_argument, 0, O_VSTREAM}, {"lm-head", required_argument, 0, O_LMHEAD},
         {"turns", required_argument, 0, O_TURNS},
         {"device", required_argument, 0, O_DEVICE}, {"draft-device", required_argument, 0, O_DDEVICE},
@@ -414,6 +419,7 @@ int main(int argc, char **argv) {
         case O_FIRST: ok = parse_i64(optarg, "--first", 1, 1 << 24, &first); break;
         case O_QUIET: quiet = true; break;
         case O_STATSOUT: stats_out = optarg; break;
+        case O_IDSOUT: ids_out = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -480,7 +486,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    ms_k_cpu_set_threads((int)threads);
+    ms_k_cpu_set_threads(threads > 0 ? (int)threads : ms_pool_cores());
 
     char *prompt_buf = NULL;
     if (prompt_file) {
@@ -502,9 +508,9 @@ int main(int argc, char **argv) {
     char **answers = NULL;   /* chat: each finished turn's answer text [n_answers] */
     int64_t n_answers = 0;
     ms_chat_msg *msgs = NULL;
-    FILE *stats_f = NULL;
+    FILE *stats_f = NULL, *ids_f = NULL;
 
-    if (ms_tok_load_dir(model_dir, &tok) < 0) goto done;
+    if (ms_tok_load_path(model_dir, &tok) < 0) goto done;
     ms_model_opts mo = {.max_ctx = max_ctx, .device = device, .act = act};
     if (ms_model_load(model_dir, &mo, &model) < 0) goto done;
     const int64_t V = ms_model_vocab(model);
@@ -549,6 +555,10 @@ int main(int argc, char **argv) {
         MS_LOG_ERROR("%s: cannot write: %s", stats_out, strerror(errno));
         goto done;
     }
+    if (ids_out && !(ids_f = fopen(ids_out, "w"))) {
+        MS_LOG_ERROR("%s: cannot write: %s", ids_out, strerror(errno));
+        goto done;
+    }
 
     static summary sum; /* large: the link samples */
     uint64_t request_id = 0;
@@ -582,7 +592,8 @@ int main(int argc, char **argv) {
                 ids.n = 0;
                 if (ms_tok_encode(tok, rendered, strlen(rendered), true, &ids) < 0) goto done;
             } else if (t == 0) {
-                if (!no_bos && ms_tok_bos(tok) >= 0 && ms_ids_push(&ids, ms_tok_bos(tok)) < 0) goto done;
+                if (!no_bos && ms_tok_add_bos(tok) && ms_tok_bos(tok) >= 0 && ms_ids_push(&ids, ms_tok_bos(tok)) < 0)
+                    goto done;
                 if (ms_tok_encode(tok, q->turns[0], strlen(q->turns[0]), false, &ids) < 0) goto done;
             } else {
                 /* ids = turn t−1's prompt ⊕ its generated ids (appended below) */
@@ -648,6 +659,16 @@ int main(int argc, char **argv) {
             q_wall += st.total_s;
             q_ran = true;
             if (stats_f) write_stats_line(stats_f, pi, t + 1, q, &st);
+            if (ids_f) {
+                fprintf(ids_f, "{\"prompt\": %lld, \"turn\": %lld, \"prompt_ids\": [", (long long)pi, (long long)t + 1);
+                for (int64_t i = 0; i < ids.n; i++) fprintf(ids_f, "%s%d", i ? ", " : "", ids.v[i]);
+                fprintf(ids_f, "], \"ids\": [");
+                for (int64_t i = 0; i < gen.n; i++) fprintf(ids_f, "%s%d", i ? ", " : "", gen.v[i]);
+                /* the stop token too (not emitted as text), as llama.cpp lists it */
+                if (st.stop_id >= 0) fprintf(ids_f, "%s%d", gen.n ? ", " : "", st.stop_id);
+                fprintf(ids_f, "]}\n");
+                fflush(ids_f);
+            }
             if (t + 1 == n_turns) break;
             /* carry the turn into the next one's context */
             if (chat) {
@@ -668,6 +689,7 @@ int main(int argc, char **argv) {
     rc = 0;
 done:
     if (stats_f) fclose(stats_f);
+    if (ids_f) fclose(ids_f);
     for (int64_t t = 0; answers && t < n_answers; t++) free(answers[t]);
     questions_free(plist, n_prompts);
     free(answers);

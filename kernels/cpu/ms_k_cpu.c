@@ -6,6 +6,7 @@
  * matrices are small and thread hand-off costs more than it saves).
  */
 #include "ms_kernels.h"
+#include "ms_pool.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -22,7 +23,10 @@
 #define MS_HOT
 #endif
 
-void ms_k_cpu_set_threads(int n) { openblas_set_num_threads(n > 0 ? n : 1); }
+void ms_k_cpu_set_threads(int n) {
+    openblas_set_num_threads(n > 0 ? n : 1);
+    ms_pool_set_threads(n); /* the quantized matmuls (ms_quant.h) */
+}
 
 void ms_k_cpu_fix_blas_core(char **argv) {
 #if defined(__x86_64__)
@@ -145,11 +149,18 @@ MS_HOT static void cpu_attention(void *ctx, void *outv, const void *qv, const vo
         /* Rows past the last visible one never count: causal rows > ctx + i,
          * masked rows past the highest set bit. */
         const int64_t n_rows = mask ? base + (64 - __builtin_clzll(mask[i] | 1)) : s->ctx + i + 1;
+        /* Sliding window: committed rows below t0 are out of reach. */
+        int64_t t0 = 0;
+        if (s->window > 0) {
+            const int64_t lo = (int64_t)s->q_pos[i] - s->window + 1;
+            t0 = lo < 0 ? 0 : lo > base ? base : lo;
+        }
         for (int64_t h = 0; h < s->n_heads; h++) {
             const float *qh = q + (i * s->n_heads + h) * hd;
             const float *kh = kc + (h / group) * hd, *vh = vc + (h / group) * hd;
             float mx = -INFINITY;
-            for (int64_t t = 0; t < n_rows; t++) {
+            for (int64_t t = 0; t < t0; t++) att[t] = -INFINITY;
+            for (int64_t t = t0; t < n_rows; t++) {
                 const float *kt = kh + t * kv_dim;
                 float dot = 0.0f;
                 for (int64_t e = 0; e < hd; e++) dot += qh[e] * kt[e];
@@ -183,6 +194,23 @@ MS_HOT static void cpu_silu_glu(void *ctx, void *yv, const void *gv, const void 
     for (int64_t i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* GELU, tanh approximation (Gemma's gelu_pytorch_tanh):
+ * 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))). */
+MS_HOT static void cpu_gelu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {
+    float *y = yv;
+    const float *g = gv, *u = uv;
+    const float c = 0.7978845608028654f; /* sqrt(2/π) */
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        y[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+static void cpu_scale(void *ctx, void *yv, float sc, int64_t n) {
+    float *y = yv;
+    for (int64_t i = 0; i < n; i++) y[i] *= sc;
+}
+
 static void cpu_embed(void *ctx, void *yv, const void *table, ms_dtype table_dtype, const int32_t *ids, int64_t n,
                       int64_t d) {
     float *y = yv;
@@ -209,6 +237,8 @@ static const ms_k_ops cpu_ops = {
     .rope = cpu_rope,
     .attention = cpu_attention,
     .silu_glu = cpu_silu_glu,
+    .gelu_glu = cpu_gelu_glu,
+    .scale = cpu_scale,
     .embed = cpu_embed,
     .move_rows = cpu_move_rows,
 };

@@ -15,6 +15,7 @@
  * build uses); clang contracts within an expression unless told not to.
  */
 #include "ms_quant.h"
+#include "ms_pool.h"
 
 #include <string.h>
 
@@ -430,15 +431,16 @@ static inline __attribute__((always_inline)) void acc_block(float (*restrict acc
  * block function (always_inline with a constant fn). */
 static inline __attribute__((always_inline)) void linear_core(float *restrict y, int64_t ldy,
                                                               const float *restrict x, const ms_qweight *w,
-                                                              const float *b, const int32_t *rows, int64_t m_out,
-                                                              int64_t n, deq_block_fn fn, int64_t qk, size_t bb) {
+                                                              const float *b, const int32_t *rows, int64_t r0,
+                                                              int64_t m_out, int64_t n, deq_block_fn fn, int64_t qk,
+                                                              size_t bb) {
     const int64_t k = w->k, nb = k / qk, tail = k % qk;
     float wb[QK_K] __attribute__((aligned(64)));
     for (int64_t i0 = 0; i0 < n; i0 += TILE) {
         const int nt = (int)(n - i0 < TILE ? n - i0 : TILE);
         const float *xt = x + i0 * k;
         for (int64_t j = 0; j < m_out; j++) {
-            const int64_t r = rows ? rows[j] : j;
+            const int64_t r = rows ? rows[j] : r0 + j;
             MS_ASSERT(r >= 0 && r < w->m);
             const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
             float acc[TILE][LANES];
@@ -461,10 +463,10 @@ static inline __attribute__((always_inline)) void linear_core(float *restrict y,
 }
 
 #define LINEAR_CASE(DT, FN) \
-    case DT: linear_core(y, ldy, x, w, b, rows, m_out, n, FN, qk, bb); break
+    case DT: linear_core(y, ldy, x, w, b, rows, r0, m_out, n, FN, qk, bb); break
 
 MS_Q_HOT static void linear_dispatch(float *y, int64_t ldy, const float *x, const ms_qweight *w, const float *b,
-                                     const int32_t *rows, int64_t m_out, int64_t n) {
+                                     const int32_t *rows, int64_t r0, int64_t m_out, int64_t n) {
     deq_block_fn fn;
     int64_t qk;
     size_t bb;
@@ -485,15 +487,38 @@ MS_Q_HOT static void linear_dispatch(float *y, int64_t ldy, const float *x, cons
     }
 }
 
+/* The pool splits output columns (weight rows) into contiguous chunks: each
+ * output element is still computed by one thread from one x row and one
+ * weight row, so results do not depend on the thread count. */
+typedef struct {
+    float *y;
+    int64_t ldy;
+    const float *x;
+    const ms_qweight *w;
+    const float *b;
+    const int32_t *rows;
+    int64_t n;
+} linear_task;
+
+static void linear_part(void *arg, int64_t j0, int64_t j1) {
+    const linear_task *t = arg;
+    linear_dispatch(t->y + j0, t->ldy, t->x, t->w, t->b, t->rows ? t->rows + j0 : NULL, j0, j1 - j0, t->n);
+}
+
+/* Weight rows per thread below which splitting costs more than it saves. */
+#define LINEAR_GRAIN 32
+
 void ms_q_linear(float *y, const float *x, const ms_qweight *w, const float *b, int64_t n) {
     MS_ASSERT(y && x && w && n >= 0);
     MS_ASSERT((const float *)y != x);
-    linear_dispatch(y, w->m, x, w, b, NULL, w->m, n);
+    linear_task t = {y, w->m, x, w, b, NULL, n};
+    ms_pool_run(linear_part, &t, w->m, LINEAR_GRAIN);
 }
 
 void ms_q_linear_rows(float *y, const float *x, const ms_qweight *w, const int32_t *rows, int64_t n_rows,
                       int64_t n) {
     MS_ASSERT(y && x && w && rows && n_rows >= 0 && n >= 0);
     MS_ASSERT((const float *)y != x);
-    linear_dispatch(y, n_rows, x, w, NULL, rows, n_rows, n);
+    linear_task t = {y, n_rows, x, w, NULL, rows, n};
+    ms_pool_run(linear_part, &t, n_rows, LINEAR_GRAIN);
 }

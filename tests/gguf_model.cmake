@@ -1,0 +1,40 @@
+# The real GGUF models (installed by tools/install-models.sh into a cache
+# outside the clone; a test skips when they cannot be had): log-softmax
+# against a separately written float64 reference, batch invariance. Not under
+# the sanitizers (that suite keeps to small models).
+if(NOT MS_SANITIZE)
+  ms_add_test(test_gguf_logits test_gguf_logits.c ARGS gemma3-270m LABELS models TIMEOUT 900)
+  foreach(model qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
+    add_test(NAME test_gguf_logits_${model} COMMAND test_gguf_logits ${model})
+    set_tests_properties(test_gguf_logits_${model} PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 900)
+  endforeach()
+endif()
+
+# Lossless sampling on a real model: chi-square of the verifier's first two
+# tokens against the exact target distribution, every vocabulary mode.
+if(NOT MS_SANITIZE)
+  ms_add_test(test_gguf_sampling test_gguf_sampling.c LIBS ms_target ms_draft ms_protocol LABELS models TIMEOUT 900)
+  target_sources(test_gguf_sampling PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/chi2.c)
+endif()
+
+# Greedy text against llama.cpp's on the same files (tests/golden/gguf/greedy_*.json):
+# all 10 prompts on the small models; the 1.5B keeps to 4 in the suite (the
+# script runs all 10 when called without the count).
+if(NOT MS_SANITIZE)
+  foreach(spec "gemma3-270m;10" "qwen2.5-coder-0.5b;10" "qwen2.5-coder-1.5b;4")
+    list(GET spec 0 model)
+    list(GET spec 1 count)
+    add_test(NAME test_gguf_greedy_${model}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf_greedy.sh ${CMAKE_BINARY_DIR} ${model} ${count})
+    set_tests_properties(test_gguf_greedy_${model} PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 1200)
+  endforeach()
+endif()
+
+# Speculative == autoregressive on the real models, every vocabulary mode.
+if(NOT MS_SANITIZE)
+  foreach(which gemma qwen)
+    add_test(NAME test_gguf_spec_${which}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf_spec.sh ${CMAKE_BINARY_DIR} ${which} 2 24)
+    set_tests_properties(test_gguf_spec_${which} PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 1800)
+  endforeach()
+endif()

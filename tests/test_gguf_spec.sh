@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Speculative == autoregressive, greedy, token for token, on the real GGUF
+# models in every draft vocabulary mode (full, static FR-Spec list, dynamic
+# MicroSpec window), tree and chain.
+#
+#   test_gguf_spec.sh BUILD_DIR gemma|qwen [N_PROMPTS] [N_TOKENS]
+#
+# gemma: Gemma 3 270M target, layer-skip draft (its first 12 layers).
+# qwen:  Qwen2.5-Coder 1.5B target, the 0.5B as an independent `lm` draft.
+# Prompts: the first N of tests/golden/gguf/greedy_prompts.json (code and
+# prose). The static list is built from ../shared/corpus with the model's own
+# tokenizer (microspec-freqlist, 32,768 ids) when ../shared is there, else from
+# the prompts themselves. Exit 77 when a model cannot be installed.
+set -euo pipefail
+build=$1 which=$2 n=${3:-2} tokens=${4:-24}
+src=$(cd "$(dirname "$0")/.." && pwd)
+case $which in
+  gemma) target=gemma3-270m; draft_args=(--draft-kind layerskip --draft-layers 12) ;;
+  qwen) target=qwen2.5-coder-1.5b; draft_args=(--draft-kind lm --draft @qwen2.5-coder-0.5b) ;;
+  *) echo "usage: test_gguf_spec.sh BUILD_DIR gemma|qwen [N_PROMPTS] [N_TOKENS]" >&2; exit 2 ;;
+esac
+models=("$target")
+[ "$which" = qwen ] && models+=(qwen2.5-coder-0.5b)
+for m in "${models[@]}"; do
+  bash "$src/tools/install-models.sh" "$m" >&2 || { echo "SKIP: $m cannot be installed"; exit 77; }
+done
+file=$(bash "$src/tools/install-models.sh" --path "$target")
+for i in "${!draft_args[@]}"; do
+  case ${draft_args[$i]} in @*) draft_args[$i]=$(bash "$src/tools/install-models.sh" --path "${draft_args[$i]#@}") ;; esac
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 - "$src/tests/golden/gguf/greedy_prompts.json" "$n" >"$tmp/prompts.jsonl" <<'PY'
+import json, sys
+for i, t in enumerate(json.load(open(sys.argv[1]))[: int(sys.argv[2])]):
+    print(json.dumps({"question_id": i, "category": "spec", "turns": [t]}))
+PY
+corpus=("$src/../shared/corpus/"*.txt)
+if [ ! -f "${corpus[0]}" ]; then
+  python3 -c 'import json,sys; [print(json.loads(l)["turns"][0]) for l in open(sys.argv[1])]' "$tmp/prompts.jsonl" \
+    >"$tmp/corpus.txt"
+  corpus=("$tmp/corpus.txt")
+fi
+"$build/tools/microspec-freqlist" --tokenizer "$file" --k 32768 --out "$tmp/static.list" "${corpus[@]}" 2>/dev/null
+
+gen() { # NAME ARGS... → $tmp/NAME.jsonl
+  local name=$1
+  shift
+  "$build/tools/microspec-generate" --model "$file" --prompts-jsonl "$tmp/prompts.jsonl" -n "$tokens" --quiet \
+    --ids-out "$tmp/$name.jsonl" "$@" >/dev/null 2>"$tmp/$name.err" || { tail -20 "$tmp/$name.err" >&2; return 1; }
+}
+gen ar
+fail=0
+configs=(
+  "dynamic-tree|--vocab dynamic --w-max 3072 --tree-k 4 --tree-depth 3 --tree-total 16"
+  "dynamic-chain|--vocab dynamic --w-max 1024 --chain --tree-depth 4"
+  "static-chain|--vocab static --vocab-list $tmp/static.list --chain --tree-depth 3"
+  "full-tree|--vocab full --tree-k 3 --tree-depth 2 --tree-total 8"
+)
+for c in "${configs[@]}"; do
+  name=${c%%|*}
+  read -r -a args <<<"${c#*|}"
+  gen "$name" "${draft_args[@]}" "${args[@]}" || { fail=1; continue; }
+  acc=$(grep -o 'accepted [0-9.]*' "$tmp/$name.err" | tail -1 || true)
+  if cmp -s "$tmp/ar.jsonl" "$tmp/$name.jsonl"; then
+    echo "$which $name: == AR on $n prompts x $tokens tokens ($acc)"
+  else
+    echo "FAIL $which $name: output differs from AR"
+    diff "$tmp/ar.jsonl" "$tmp/$name.jsonl" | head -6
+    fail=1
+  fi
+done
+exit $fail
