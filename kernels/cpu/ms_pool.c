@@ -32,6 +32,7 @@ static struct {
     void *arg;
     int64_t items;
     int parts;
+    uint64_t start_gen; /* the job count when the workers were made: their first `seen` */
 } P = {.n = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static inline void cpu_relax(void) {
@@ -48,7 +49,9 @@ static void run_part(int i) {
 
 static void *worker(void *argp) {
     const int me = (int)(intptr_t)argp;
-    uint64_t seen = atomic_load(&P.gen);
+    /* Not the current count: a job published before this thread first runs
+     * would then look already seen, and its caller would wait forever. */
+    uint64_t seen = P.start_gen;
     for (;;) {
         int spins = 0;
         while (atomic_load_explicit(&P.gen, memory_order_acquire) == seen && !atomic_load(&P.stop)) {
@@ -88,6 +91,7 @@ void ms_pool_set_threads(int n) {
     if (n > POOL_MAX) n = POOL_MAX;
     if (n == P.n) return;
     stop_workers();
+    P.start_gen = atomic_load(&P.gen); /* written before pthread_create: visible to the new threads */
     int made = 1;
     for (int i = 1; i < n; i++) {
         if (pthread_create(&P.th[i], NULL, worker, (void *)(intptr_t)i) != 0) {

@@ -1,0 +1,693 @@
+/* ms_k_qdot.c — quantized matmul with 8-bit activations (contract, layout
+ * and the exact per-element arithmetic: ms_qdot.h).
+ *
+ * Two implementations of one definition:
+ *   - the scalar twin (ref_*): decodes each 32-element weight block from the
+ *     ggml layout with index formulas (common/ms_tensor.c, ms_k_quant.c), one
+ *     exact int32 block sum per (x row, block), then the f32 term;
+ *   - AVX-512 VNNI (for Q4_K, Q6_K, Q5_0, Q8_0): a group of 16 weight blocks
+ *     is unpacked once to unsigned bytes, transposed so lane j holds block j
+ *     (the activation layout), and applied to up to 8 x rows: per row, 8
+ *     vpdpbusd give the 16 block sums exactly, then the same f32 term and
+ *     the same lane accumulator as the twin. Integer sums are exact, so only
+ *     the float steps must match, and they are the same IEEE operations in
+ *     the same order (no fused multiply-add: GCC does not contract in ISO C
+ *     mode, clang is told below).
+ * Other types take the scalar twin (threaded).
+ */
+#include "ms_qdot.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ms_pool.h"
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define QD_X86 1
+#include <immintrin.h>
+#else
+#define QD_X86 0
+#endif
+
+enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TILE = 8, GRAIN = 32 };
+
+/* Little-endian loads from possibly unaligned block bytes. */
+static inline uint16_t ld_u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+static inline uint32_t ld_u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline float ld_f16(const uint8_t *p) { return ms_f16_to_f32(ld_u16(p)); }
+
+/* ---- activations ------------------------------------------------------------ */
+
+int64_t ms_q8_groups(int64_t k) {
+    MS_ASSERT(k >= 0 && k % QK == 0);
+    return (k / QK + GROUP - 1) / GROUP;
+}
+
+ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
+    MS_ASSERT(a && max_n >= 0);
+    memset(a, 0, sizeof(*a));
+    const int64_t g = ms_q8_groups(max_k);
+    size_t cap, qb, fb;
+    if (!ms_mul_size((size_t)max_n, (size_t)g, &cap) || !ms_mul_size(cap, GROUP_Q, &qb) ||
+        !ms_mul_size(cap, GROUP * sizeof(float), &fb))
+        return MS_ERR_RANGE;
+    if (qb == 0) qb = fb = 64;
+    a->q = aligned_alloc(64, qb);
+    a->d = aligned_alloc(64, fb);
+    a->s = aligned_alloc(64, fb);
+    if (!a->q || !a->d || !a->s) {
+        MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
+                     (long long)max_k);
+        ms_q8_act_free(a);
+        return MS_ERR_NOMEM;
+    }
+    a->cap_groups = (int64_t)cap;
+    return MS_OK;
+}
+
+void ms_q8_act_free(ms_q8_act *a) {
+    if (!a) return;
+    free(a->q);
+    free(a->d);
+    free(a->s);
+    memset(a, 0, sizeof(*a));
+}
+
+/* One block of 32: d = max|x|/127, q = nearest-even(x/d) (the 1.5·2^23 add
+ * rounds in f32 for |v| < 2^22), written quad by quad into lane j of its
+ * group (q_group + 64·t + 4·j). */
+static void quantize_block(const float *xb, int8_t *qg, int j, float *d, int32_t *s) {
+    float amax = 0.0f;
+    bool finite = true;
+    for (int e = 0; e < QK; e++) {
+        float v = fabsf(xb[e]);
+        finite = finite && isfinite(v);
+        amax = v > amax ? v : amax;
+    }
+    const float dd = finite ? amax / 127.0f : NAN;
+    int32_t sum = 0;
+    for (int e = 0; e < QK; e++) {
+        int q = 0;
+        if (finite && dd > 0.0f) {
+            float v = xb[e] / dd;
+            v = (v + 12582912.0f) - 12582912.0f;
+            q = (int)v;
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+        }
+        qg[64 * (e / 4) + 4 * j + (e % 4)] = (int8_t)q;
+        sum += q;
+    }
+    *d = dd;
+    *s = sum;
+}
+
+void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k) {
+    MS_ASSERT(a && n >= 0 && (x || n == 0));
+    const int64_t g = ms_q8_groups(k), nb = k / QK;
+    MS_ASSERT(g == 0 || n <= a->cap_groups / g);
+    a->n = n;
+    a->k = k;
+    for (int64_t r = 0; r < n; r++) {
+        int8_t *qr = a->q + (size_t)(r * g) * GROUP_Q;
+        float *dr = a->d + r * g * GROUP;
+        int32_t *sr = a->s + r * g * GROUP;
+        for (int64_t b = 0; b < g * GROUP; b++) {
+            int8_t *qg = qr + (size_t)(b / GROUP) * GROUP_Q;
+            const int j = (int)(b % GROUP);
+            if (b < nb) {
+                quantize_block(x + r * k + b * QK, qg, j, &dr[b], &sr[b]);
+            } else { /* padding: contributes +0 to its lane */
+                for (int t = 0; t < 8; t++) memset(qg + 64 * t + 4 * j, 0, 4);
+                dr[b] = 0.0f;
+                sr[b] = 0;
+            }
+        }
+    }
+}
+
+/* ---- the scalar twin: the specification ----------------------------------- */
+
+/* How a block's term is formed (ms_qdot.h). */
+typedef enum { T_PLAIN, T_PLUS_MIN, T_MINUS_MIN, T_FLOAT } term_kind;
+
+/* One 32-element weight block decoded: integers with the offset removed,
+ * the Q6_K half scales (1, 1 elsewhere), the multipliers a (of sumi) and m
+ * (of the x block sum), or the f32 values for the scalar dtypes. */
+typedef struct {
+    int8_t q[QK];
+    int32_t sc0, sc1;
+    float a, m;
+    float f[QK];
+} wblk;
+
+static term_kind kind_of(ms_dtype dt) {
+    switch (dt) {
+    case MS_DTYPE_Q4_0:
+    case MS_DTYPE_Q5_0:
+    case MS_DTYPE_Q8_0:
+    case MS_DTYPE_Q6_K: return T_PLAIN;
+    case MS_DTYPE_Q4_1:
+    case MS_DTYPE_Q5_1: return T_PLUS_MIN;
+    case MS_DTYPE_Q4_K:
+    case MS_DTYPE_Q5_K: return T_MINUS_MIN;
+    case MS_DTYPE_F32:
+    case MS_DTYPE_F16:
+    case MS_DTYPE_BF16: return T_FLOAT;
+    default: MS_ASSERT(!"ms_qdot: unsupported dtype");
+    }
+    return T_PLAIN;
+}
+
+/* Nibble e of a 32-element block's qs[16]: low nibbles are elements 0-15. */
+static inline int nib32(const uint8_t *qs, int e) { return e < 16 ? (qs[e] & 0x0F) : (qs[e - 16] >> 4); }
+
+/* K-quant 6-bit scale and min of sub-block s from scales[12] (ms_k_quant.c). */
+static inline void kq_scale_min(const uint8_t *sc12, int s, int *sc, int *mn) {
+    if (s < 4) {
+        *sc = sc12[s] & 63;
+        *mn = sc12[s + 4] & 63;
+    } else {
+        *sc = (sc12[s + 4] & 0x0F) | ((sc12[s - 4] >> 2) & 0x30);
+        *mn = (sc12[s + 4] >> 4) | ((sc12[s] >> 2) & 0x30);
+    }
+}
+
+/* Block b (32 elements) of weight row wr. */
+static void decode_block(ms_dtype dt, const uint8_t *wr, int64_t b, wblk *o) {
+    o->sc0 = o->sc1 = 1;
+    o->m = 0.0f;
+    switch (dt) {
+    case MS_DTYPE_Q8_0: {
+        const uint8_t *p = wr + (size_t)b * 34;
+        o->a = ld_f16(p);
+        for (int e = 0; e < QK; e++) o->q[e] = (int8_t)p[2 + e];
+        return;
+    }
+    case MS_DTYPE_Q4_0: {
+        const uint8_t *p = wr + (size_t)b * 18;
+        o->a = ld_f16(p);
+        for (int e = 0; e < QK; e++) o->q[e] = (int8_t)(nib32(p + 2, e) - 8);
+        return;
+    }
+    case MS_DTYPE_Q4_1: {
+        const uint8_t *p = wr + (size_t)b * 20;
+        o->a = ld_f16(p);
+        o->m = ld_f16(p + 2);
+        for (int e = 0; e < QK; e++) o->q[e] = (int8_t)nib32(p + 4, e);
+        return;
+    }
+    case MS_DTYPE_Q5_0: {
+        const uint8_t *p = wr + (size_t)b * 22;
+        const uint32_t qh = ld_u32(p + 2);
+        o->a = ld_f16(p);
+        for (int e = 0; e < QK; e++) o->q[e] = (int8_t)((nib32(p + 6, e) | (int)(((qh >> e) & 1u) << 4)) - 16);
+        return;
+    }
+    case MS_DTYPE_Q5_1: {
+        const uint8_t *p = wr + (size_t)b * 24;
+        const uint32_t qh = ld_u32(p + 4);
+        o->a = ld_f16(p);
+        o->m = ld_f16(p + 2);
+        for (int e = 0; e < QK; e++) o->q[e] = (int8_t)(nib32(p + 8, e) | (int)(((qh >> e) & 1u) << 4));
+        return;
+    }
+    case MS_DTYPE_Q4_K:
+    case MS_DTYPE_Q5_K: {
+        const bool five = dt == MS_DTYPE_Q5_K;
+        const uint8_t *p = wr + (size_t)(b / 8) * (five ? 176 : 144);
+        const int s = (int)(b % 8);
+        const uint8_t *qh = p + 16, *qs = p + (five ? 48 : 16);
+        int sc, mn;
+        kq_scale_min(p + 4, s, &sc, &mn);
+        o->a = ld_f16(p) * (float)sc;
+        o->m = ld_f16(p + 2) * (float)mn;
+        for (int l = 0; l < QK; l++) {
+            int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0F;
+            if (five) q |= ((qh[l] >> s) & 1) << 4;
+            o->q[l] = (int8_t)q;
+        }
+        return;
+    }
+    case MS_DTYPE_Q6_K: {
+        /* Element e of the super-block: half h = e/128, r = e%128; low 4 bits
+         * from ql[64h + r%64] (nibble r/64), top 2 from qh[32h + r%32] at bit
+         * 2·(r/32); scale scales[e/16]. */
+        const uint8_t *p = wr + (size_t)(b / 8) * 210;
+        const uint8_t *ql = p, *qh = p + 128;
+        const int8_t *scales = (const int8_t *)(p + 192);
+        const int e0 = 32 * (int)(b % 8);
+        o->a = ld_f16(p + 208);
+        o->sc0 = scales[e0 / 16];
+        o->sc1 = scales[e0 / 16 + 1];
+        for (int l = 0; l < QK; l++) {
+            const int e = e0 + l, h = e / 128, r = e % 128;
+            const int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0F;
+            const int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+            o->q[l] = (int8_t)((lo | (hi << 4)) - 32);
+        }
+        return;
+    }
+    case MS_DTYPE_F32:
+    case MS_DTYPE_F16:
+    case MS_DTYPE_BF16:
+        ms_q_dequant_ref(dt, wr + (size_t)b * QK * ms_dtype_size(dt), o->f, QK);
+        o->a = 1.0f;
+        return;
+    default: MS_ASSERT(!"ms_qdot: unsupported dtype");
+    }
+}
+
+/* term_b of ms_qdot.h for one x block (xg: its group, j: its lane). */
+static inline float block_term(term_kind kind, const wblk *w, const int8_t *xg, int j, float dx, int32_t sx) {
+    if (kind == T_FLOAT) {
+        float sumf = 0.0f;
+        for (int e = 0; e < QK; e++) sumf += w->f[e] * (float)xg[64 * (e / 4) + 4 * j + (e % 4)];
+        return dx * sumf;
+    }
+    int32_t lo = 0, hi = 0;
+    for (int e = 0; e < 16; e++) lo += (int32_t)w->q[e] * xg[64 * (e / 4) + 4 * j + (e % 4)];
+    for (int e = 16; e < QK; e++) hi += (int32_t)w->q[e] * xg[64 * (e / 4) + 4 * j + (e % 4)];
+    const int32_t sumi = w->sc0 * lo + w->sc1 * hi;
+    const float ad = w->a * dx;
+    const float t = ad * (float)sumi;
+    if (kind == T_PLAIN) return t;
+    const float md = w->m * dx;
+    const float u = md * (float)sx;
+    return kind == T_PLUS_MIN ? t + u : t - u;
+}
+
+/* The fixed tree over the 16 lane accumulators (as in ms_q_linear). */
+static inline float lanes_reduce(const float *a) {
+    float s8[8], s4[4];
+    for (int l = 0; l < 8; l++) s8[l] = a[l] + a[l + 8];
+    for (int l = 0; l < 4; l++) s4[l] = s8[l] + s8[l + 4];
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+/* One call's work: output columns [0, m_out), column j = weight row rows[j]
+ * (rows == NULL: row j), y row stride ldy. */
+typedef struct {
+    float *y;
+    int64_t ldy;
+    const ms_q8_act *x;
+    const ms_qweight *w;
+    const float *b;
+    const int32_t *rows;
+} qd_job;
+
+static inline const uint8_t *job_wrow(const qd_job *J, int64_t j, int64_t *r_out) {
+    const int64_t r = J->rows ? J->rows[j] : j;
+    MS_ASSERT(r >= 0 && r < J->w->m);
+    *r_out = r;
+    return (const uint8_t *)J->w->data + (size_t)r * J->w->row_bytes;
+}
+
+/* Scalar: columns [j0, j1), x rows in tiles of TILE so a decoded weight
+ * block serves TILE rows. */
+static void ref_range(void *arg, int64_t j0, int64_t j1) {
+    const qd_job *J = arg;
+    const ms_q8_act *x = J->x;
+    const ms_dtype dt = J->w->dtype;
+    const term_kind kind = kind_of(dt);
+    const int64_t g = ms_q8_groups(x->k), nb = x->k / QK, n = x->n;
+    for (int64_t j = j0; j < j1; j++) {
+        int64_t r;
+        const uint8_t *wr = job_wrow(J, j, &r);
+        for (int64_t i0 = 0; i0 < n; i0 += TILE) {
+            const int nt = (int)(n - i0 < TILE ? n - i0 : TILE);
+            float acc[TILE][GROUP];
+            memset(acc, 0, sizeof(acc));
+            for (int64_t b = 0; b < nb; b++) {
+                wblk wb;
+                decode_block(dt, wr, b, &wb);
+                for (int t = 0; t < nt; t++) {
+                    const int64_t xi = (i0 + t) * g * GROUP + b; /* index into d, s */
+                    const int8_t *xg = x->q + (size_t)((i0 + t) * g + b / GROUP) * GROUP_Q;
+                    acc[t][b % GROUP] += block_term(kind, &wb, xg, (int)(b % GROUP), x->d[xi], x->s[xi]);
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                float v = lanes_reduce(acc[t]);
+                if (J->b) v += J->b[r];
+                J->y[(i0 + t) * J->ldy + j] = v;
+            }
+        }
+    }
+}
+
+/* ---- AVX-512 VNNI ------------------------------------------------------------ */
+
+#if QD_X86
+#define QD_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define QD_INLINE static inline __attribute__((always_inline)) QD_AVX512
+
+/* One group of 16 weight blocks, unpacked: t[q] lane j = the 4 unsigned
+ * weight bytes of quad q of block j; a, m the per-block multipliers;
+ * sc0, sc1 the Q6_K half scales. */
+typedef struct {
+    __m512i t[8];
+    __m512 a, m;
+    __m512i sc0, sc1;
+} wgroup;
+
+/* A[i] = [block lo_i quads 0-7 | block lo_i + 4 quads 0-7] (dword lanes
+ * 0-7 | 8-15), lo_i = i for i < 4, 8 + (i-4) above. Out: T[q] lane j = quad
+ * q of block j. Three rounds of 8 shuffles: 32-bit unpacks, 64-bit unpacks
+ * (then 128-bit lane L of V[q'] holds quad q' (L even) or q'+4 (L odd) of
+ * blocks A0..A3's first (L < 2) or second half), 128-bit lane selects. */
+QD_INLINE void transpose_16x8(const __m512i A[8], __m512i T[8]) {
+    __m512i U[8], V[8];
+    for (int p = 0; p < 4; p++) {
+        U[2 * p] = _mm512_unpacklo_epi32(A[2 * p], A[2 * p + 1]);
+        U[2 * p + 1] = _mm512_unpackhi_epi32(A[2 * p], A[2 * p + 1]);
+    }
+    for (int h = 0; h < 2; h++) { /* h: A0..A3 or A4..A7 */
+        __m512i *u = U + 4 * h, *v = V + 4 * h;
+        v[0] = _mm512_unpacklo_epi64(u[0], u[2]);
+        v[1] = _mm512_unpackhi_epi64(u[0], u[2]);
+        v[2] = _mm512_unpacklo_epi64(u[1], u[3]);
+        v[3] = _mm512_unpackhi_epi64(u[1], u[3]);
+    }
+    for (int q = 0; q < 4; q++) {
+        T[q] = _mm512_shuffle_i32x4(V[q], V[4 + q], 0x88);     /* lanes 0, 2 of each */
+        T[q + 4] = _mm512_shuffle_i32x4(V[q], V[4 + q], 0xDD); /* lanes 1, 3 */
+    }
+}
+
+/* Block of A[i]'s first half (second: + 4). */
+static inline int a_block(int i) { return i < 4 ? i : i + 4; }
+
+/* The f16 at byte `off` of each of the 16 blocks of a group (stride bb),
+ * lanes j ≥ nv zero; as f32. */
+QD_INLINE __m512 gather_f16(const uint8_t *base, int bb, int off, int nv) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(bb));
+    const __mmask16 k = (__mmask16)((1u << nv) - 1u);
+    __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + off, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(v, _mm512_set1_epi32(0xFFFF))));
+}
+
+/* Q8_0 {f16 d; i8 qs[32]}: unsigned u = q + 128 (offset 128). */
+QD_INLINE void unpack_q8_0(const uint8_t *base, int nv, wgroup *W) {
+    __m512i A[8];
+    for (int i = 0; i < 8; i++) {
+        const int b0 = a_block(i), b1 = b0 + 4;
+        __m256i lo = _mm256_maskz_loadu_epi8(b0 < nv ? ~0u : 0u, base + (size_t)b0 * 34 + 2);
+        __m256i hi = _mm256_maskz_loadu_epi8(b1 < nv ? ~0u : 0u, base + (size_t)b1 * 34 + 2);
+        A[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
+    }
+    transpose_16x8(A, W->t);
+    W->a = gather_f16(base, 34, 0, nv);
+}
+
+/* Q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: unsigned q (offset 16). Element e of a
+ * block sits at byte e of its 32-byte half: qs low nibbles, then high. */
+QD_INLINE void unpack_q5_0(const uint8_t *base, int nv, wgroup *W) {
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
+                                             0x0004000400040004LL, 0x0004000400040004LL);
+    __m512i A[8];
+    for (int i = 0; i < 8; i++) {
+        const int b0 = a_block(i), b1 = b0 + 4;
+        const uint8_t *p0 = base + (size_t)b0 * 22, *p1 = base + (size_t)b1 * 22;
+        __m128i q0 = _mm_maskz_loadu_epi8(b0 < nv ? 0xFFFF : 0, p0 + 6);
+        __m128i q1 = _mm_maskz_loadu_epi8(b1 < nv ? 0xFFFF : 0, p1 + 6);
+        uint64_t h0 = b0 < nv ? ld_u32(p0 + 2) : 0, h1 = b1 < nv ? ld_u32(p1 + 2) : 0;
+        __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(q0)),
+                                       _mm256_broadcastsi128_si256(q1), 1);
+        z = _mm512_and_si512(_mm512_srlv_epi16(z, shifts), _mm512_set1_epi8(0x0F));
+        A[i] = _mm512_mask_add_epi8(z, _cvtu64_mask64(h0 | (h1 << 32)), z, _mm512_set1_epi8(0x10));
+    }
+    transpose_16x8(A, W->t);
+    W->a = gather_f16(base, 22, 0, nv);
+}
+
+/* Two 256-bit loads as one 512-bit vector, zero when !ok. */
+QD_INLINE __m512i ld_2x256(const uint8_t *lo, const uint8_t *hi, bool ok) {
+    if (!ok) return _mm512_setzero_si512();
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const void *)lo)),
+                              _mm256_loadu_si256((const void *)hi), 1);
+}
+
+/* d (and dmin) f16 of the group's two super-blocks as lanes 0-7 | 8-15. */
+QD_INLINE void kq_d(uint16_t d0, uint16_t d1, uint16_t m0, uint16_t m1, __m512 *dv, __m512 *mv) {
+    const uint64_t h = (uint64_t)d0 | ((uint64_t)m0 << 16) | ((uint64_t)d1 << 32) | ((uint64_t)m1 << 48);
+    const __m512 f = _mm512_cvtph_ps(_mm256_zextsi128_si256(_mm_cvtsi64_si128((long long)h)));
+    *dv = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), f);
+    *mv = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), f);
+}
+
+/* Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]}: block j = super-block j/8,
+ * sub-block s = j%8, whose nibble s%2 sits in qs[32·(s/2) + l]. Loading
+ * [qs 0-31 | qs 64-95] gives sub-blocks [0 | 4] (low nibbles) and [1 | 5]
+ * (high), [qs 32-63 | 96-127] gives [2 | 6] and [3 | 7]: A[i] as needed. */
+QD_INLINE void unpack_q4_k(const uint8_t *base, int nv, wgroup *W) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i A[8];
+    uint64_t sc[2] = {0, 0}, mn[2] = {0, 0};
+    uint16_t d[2] = {0, 0}, dm[2] = {0, 0};
+    for (int S = 0; S < 2; S++) {
+        const bool ok = 8 * S < nv;
+        const uint8_t *p = base + (size_t)S * 144, *qs = p + 16;
+        const __m512i P = ld_2x256(qs, qs + 64, ok), Q = ld_2x256(qs + 32, qs + 96, ok);
+        A[4 * S + 0] = _mm512_and_si512(P, m4);
+        A[4 * S + 1] = _mm512_and_si512(_mm512_srli_epi16(P, 4), m4);
+        A[4 * S + 2] = _mm512_and_si512(Q, m4);
+        A[4 * S + 3] = _mm512_and_si512(_mm512_srli_epi16(Q, 4), m4);
+        if (!ok) continue;
+        /* The 6-bit scales and mins of the 8 sub-blocks as bytes (ggml's
+         * utmp arrangement of kq_scale_min). */
+        uint32_t u0 = ld_u32(p + 4), u1 = ld_u32(p + 8), u2 = ld_u32(p + 12);
+        const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+        const uint32_t s47 = (u2 & k2) | (((u0 >> 6) & k3) << 4);
+        const uint32_t m47 = ((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4);
+        sc[S] = (uint64_t)(u0 & k1) | ((uint64_t)s47 << 32);
+        mn[S] = (uint64_t)(u1 & k1) | ((uint64_t)m47 << 32);
+        d[S] = ld_u16(p);
+        dm[S] = ld_u16(p + 2);
+    }
+    transpose_16x8(A, W->t);
+    __m512 dv, mv;
+    kq_d(d[0], d[1], dm[0], dm[1], &dv, &mv);
+    const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)sc[1], (long long)sc[0])));
+    const __m512 mnf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)mn[1], (long long)mn[0])));
+    W->a = _mm512_mul_ps(dv, scf);
+    W->m = _mm512_mul_ps(mv, mnf);
+}
+
+/* Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: block j = super-block
+ * j/8, half h = (j%8)/4, c = j%4: low nibble c/2 of ql[64h + 32·(c%2) + l],
+ * top bits 2c of qh[32h + l]. [ql 0-31 | 64-95] holds c = 0 (low) and 2
+ * (high) of both halves, [ql 32-63 | 96-127] c = 1 and 3, qh[0..63] the top
+ * bits of both halves: A[i] directly. Unsigned q (offset 32). */
+QD_INLINE void unpack_q6_k(const uint8_t *base, int nv, wgroup *W) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    __m512i A[8], sv[2];
+    uint16_t d[2] = {0, 0};
+    for (int S = 0; S < 2; S++) {
+        const bool ok = 8 * S < nv;
+        const uint8_t *p = base + (size_t)S * 210;
+        const __m512i La = ld_2x256(p, p + 64, ok), Lb = ld_2x256(p + 32, p + 96, ok);
+        const __m512i H = ok ? _mm512_loadu_si512((const void *)(p + 128)) : _mm512_setzero_si512();
+        A[4 * S + 0] = _mm512_or_si512(_mm512_and_si512(La, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
+        A[4 * S + 1] = _mm512_or_si512(_mm512_and_si512(Lb, m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
+        A[4 * S + 2] =
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(La, 4), m4), _mm512_and_si512(H, m30));
+        A[4 * S + 3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(Lb, 4), m4),
+                                       _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+        sv[S] = ok ? _mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)(p + 192))) : _mm512_setzero_si512();
+        d[S] = ok ? ld_u16(p + 208) : 0;
+    }
+    transpose_16x8(A, W->t);
+    /* block j's scales are scales[2·(j%8)] and [2·(j%8) + 1] of its super-block */
+    W->sc0 = _mm512_permutex2var_epi32(
+        sv[0], _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), sv[1]);
+    W->sc1 = _mm512_permutex2var_epi32(
+        sv[0], _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), sv[1]);
+    __m512 unused;
+    kq_d(d[0], d[1], 0, 0, &W->a, &unused);
+}
+
+/* The 16 terms of one x row's group (xg: its 512 q bytes, xd/xs: its 16
+ * scales and sums), lane j = block j: the twin's block_term. */
+QD_INLINE __m512 group_terms(const wgroup *W, const int8_t *xg, const float *xd, const int32_t *xs, ms_dtype DT) {
+    __m512i X[8];
+    for (int q = 0; q < 8; q++) X[q] = _mm512_loadu_si512((const void *)(xg + 64 * q));
+    const __m512i sx = _mm512_loadu_si512((const void *)xs);
+    __m512i sumi;
+    if (DT == MS_DTYPE_Q6_K) {
+        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512(), slo = _mm512_setzero_si512();
+        for (int q = 0; q < 4; q++) {
+            lo = _mm512_dpbusd_epi32(lo, W->t[q], X[q]);
+            hi = _mm512_dpbusd_epi32(hi, W->t[q + 4], X[q + 4]);
+            slo = _mm512_dpbusd_epi32(slo, _mm512_set1_epi8(1), X[q]);
+        }
+        const __m512i shi = _mm512_sub_epi32(sx, slo);
+        lo = _mm512_sub_epi32(lo, _mm512_slli_epi32(slo, 5));
+        hi = _mm512_sub_epi32(hi, _mm512_slli_epi32(shi, 5));
+        sumi = _mm512_add_epi32(_mm512_mullo_epi32(W->sc0, lo), _mm512_mullo_epi32(W->sc1, hi));
+    } else {
+        __m512i r0 = _mm512_setzero_si512(), r1 = _mm512_setzero_si512();
+        for (int q = 0; q < 8; q += 2) {
+            r0 = _mm512_dpbusd_epi32(r0, W->t[q], X[q]);
+            r1 = _mm512_dpbusd_epi32(r1, W->t[q + 1], X[q + 1]);
+        }
+        sumi = _mm512_add_epi32(r0, r1);
+        if (DT == MS_DTYPE_Q8_0) sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(sx, 7));
+        if (DT == MS_DTYPE_Q5_0) sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(sx, 4));
+    }
+    const __m512 dx = _mm512_loadu_ps(xd);
+    const __m512 t = _mm512_mul_ps(_mm512_mul_ps(W->a, dx), _mm512_cvtepi32_ps(sumi));
+    if (DT != MS_DTYPE_Q4_K) return t;
+    const __m512 u = _mm512_mul_ps(_mm512_mul_ps(W->m, dx), _mm512_cvtepi32_ps(sx));
+    return _mm512_sub_ps(t, u);
+}
+
+/* lanes_reduce on a vector: (l, l+8), then (l, l+4), then (0+2) + (1+3). */
+QD_INLINE float vec_reduce(__m512 a) {
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a),
+                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4)); /* [s4_0 + s4_2, s4_1 + s4_3] */
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* NT x rows from i0 against weight row wr (output column j). */
+QD_INLINE void simd_tile(const qd_job *J, const uint8_t *wr, float bias, int64_t j, int64_t i0, int NT,
+                         ms_dtype DT) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
+    const size_t gb = (size_t)GROUP * ms_dtype_block_bytes(DT) / (size_t)(ms_dtype_block(DT) / QK);
+    __m512 acc[TILE];
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t gi = 0; gi < g; gi++) {
+        const int nv = (int)(nb - gi * GROUP < GROUP ? nb - gi * GROUP : GROUP);
+        const uint8_t *base = wr + (size_t)gi * gb;
+        wgroup W;
+        if (DT == MS_DTYPE_Q8_0) unpack_q8_0(base, nv, &W);
+        if (DT == MS_DTYPE_Q5_0) unpack_q5_0(base, nv, &W);
+        if (DT == MS_DTYPE_Q4_K) unpack_q4_k(base, nv, &W);
+        if (DT == MS_DTYPE_Q6_K) unpack_q6_k(base, nv, &W);
+        for (int t = 0; t < NT; t++) {
+            const int64_t xr = (i0 + t) * g + gi;
+            acc[t] = _mm512_add_ps(acc[t], group_terms(&W, x->q + (size_t)xr * GROUP_Q, x->d + xr * GROUP,
+                                                       x->s + xr * GROUP, DT));
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        float v = vec_reduce(acc[t]);
+        if (J->b) v += bias;
+        J->y[(i0 + t) * J->ldy + j] = v;
+    }
+}
+
+#define QD_SIMD_RANGE(NAME, DT)                                                     \
+    QD_AVX512 static void NAME(void *arg, int64_t j0, int64_t j1) {                 \
+        const qd_job *J = arg;                                                      \
+        const int64_t n = J->x->n;                                                  \
+        for (int64_t j = j0; j < j1; j++) {                                         \
+            int64_t r;                                                              \
+            const uint8_t *wr = job_wrow(J, j, &r);                                 \
+            const float bias = J->b ? J->b[r] : 0.0f;                               \
+            for (int64_t i0 = 0; i0 < n; i0 += TILE) {                              \
+                switch (n - i0 < TILE ? n - i0 : TILE) {                            \
+                case 1: simd_tile(J, wr, bias, j, i0, 1, DT); break;                \
+                case 2: simd_tile(J, wr, bias, j, i0, 2, DT); break;                \
+                case 3: simd_tile(J, wr, bias, j, i0, 3, DT); break;                \
+                case 4: simd_tile(J, wr, bias, j, i0, 4, DT); break;                \
+                case 5: simd_tile(J, wr, bias, j, i0, 5, DT); break;                \
+                case 6: simd_tile(J, wr, bias, j, i0, 6, DT); break;                \
+                case 7: simd_tile(J, wr, bias, j, i0, 7, DT); break;                \
+                default: simd_tile(J, wr, bias, j, i0, 8, DT); break;               \
+                }                                                                   \
+            }                                                                       \
+        }                                                                           \
+    }
+
+QD_SIMD_RANGE(simd_range_q8_0, MS_DTYPE_Q8_0)
+QD_SIMD_RANGE(simd_range_q5_0, MS_DTYPE_Q5_0)
+QD_SIMD_RANGE(simd_range_q4_k, MS_DTYPE_Q4_K)
+QD_SIMD_RANGE(simd_range_q6_k, MS_DTYPE_Q6_K)
+#endif /* QD_X86 */
+
+/* ---- dispatch ------------------------------------------------------------------ */
+
+/* 1: AVX-512 VNNI usable (checked once). */
+static int simd_level(void) {
+    static int level = -1;
+    int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
+    if (l >= 0) return l;
+    l = 0;
+#if QD_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        l = 1;
+#endif
+    __atomic_store_n(&level, l, __ATOMIC_RELAXED);
+    return l;
+}
+
+static ms_pool_fn range_fn(ms_dtype dt) {
+#if QD_X86
+    if (simd_level() >= 1) {
+        switch (dt) {
+        case MS_DTYPE_Q8_0: return simd_range_q8_0;
+        case MS_DTYPE_Q5_0: return simd_range_q5_0;
+        case MS_DTYPE_Q4_K: return simd_range_q4_k;
+        case MS_DTYPE_Q6_K: return simd_range_q6_k;
+        default: break;
+        }
+    }
+#endif
+    (void)dt;
+    return ref_range;
+}
+
+const char *ms_qdot_path(ms_dtype dtype) { return range_fn(dtype) == ref_range ? "scalar" : "avx512vnni"; }
+
+static void check_args(const float *y, const ms_q8_act *x, const ms_qweight *w) {
+    MS_ASSERT(y && x && w && x->n >= 0);
+    MS_ASSERT(x->k == w->k && ms_q_supported(w->dtype));
+    MS_ASSERT((const void *)y != (const void *)x->q && (const void *)y != (const void *)x->d);
+    (void)kind_of(w->dtype);
+}
+
+void ms_qdot_linear(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b) {
+    check_args(y, x, w);
+    qd_job J = {.y = y, .ldy = w->m, .x = x, .w = w, .b = b, .rows = NULL};
+    if (x->n > 0) ms_pool_run(range_fn(w->dtype), &J, w->m, GRAIN);
+}
+
+void ms_qdot_linear_rows(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows, int64_t n_rows) {
+    check_args(y, x, w);
+    MS_ASSERT(rows && n_rows >= 0);
+    qd_job J = {.y = y, .ldy = n_rows, .x = x, .w = w, .b = NULL, .rows = rows};
+    if (x->n > 0) ms_pool_run(range_fn(w->dtype), &J, n_rows, GRAIN);
+}
+
+void ms_qdot_linear_ref(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b) {
+    check_args(y, x, w);
+    qd_job J = {.y = y, .ldy = w->m, .x = x, .w = w, .b = b, .rows = NULL};
+    ref_range(&J, 0, w->m);
+}
+
+void ms_qdot_linear_rows_ref(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows,
+                             int64_t n_rows) {
+    check_args(y, x, w);
+    MS_ASSERT(rows && n_rows >= 0);
+    qd_job J = {.y = y, .ldy = n_rows, .x = x, .w = w, .b = NULL, .rows = rows};
+    ref_range(&J, 0, n_rows);
+}

@@ -1,0 +1,89 @@
+/* ms_qdot.h — quantized matmul with 8-bit activations (ggml's vec_dot with
+ * q8 activations): y[n, m] = x[n, k] · Wᵀ with W in its stored block format
+ * (ms_quant.h) and x quantized once to int8 blocks of 32.
+ *
+ * Activations. Each x row is cut into blocks of 32 elements; block b gets one
+ * f32 scale d_b = max|x|/127 and int8 q = round(x/d_b) (|q| ≤ 127), and the
+ * block sum s_b = Σq (used by the formats with mins or offsets). One layout
+ * for every weight type — K-quant super-blocks of 256 are 8 blocks — so a row
+ * is quantized once and read by every matmul on the same x.
+ *
+ * Layout of one row: blocks in groups of 16 (512 elements), the row padded
+ * to whole groups with q = 0, d = 0, s = 0. Within group G the 8 four-byte
+ * quads of the 16 blocks are stored transposed:
+ *     q[row_q·r + 512·G + 64·t + 4·j + i] = q of element 32·(16G + j) + 4t + i
+ * (t = quad 0..7, j = block in group 0..15, i = 0..3), so one 64-byte vector
+ * holds quad t of 16 blocks, one block per 32-bit lane: a VNNI dot product
+ * (vpdpbusd) then sums each block in its own lane with no horizontal add.
+ * d and s are [n][16·groups], block order.
+ *
+ * The result (the scalar twin ms_qdot_linear_ref is the specification; the
+ * SIMD path equals it bit for bit). For x row r and weight row j:
+ *     acc[16] = +0
+ *     for each block b:  acc[b mod 16] += term_b          (f32, in order of b)
+ *     y[r, j] = ((a0+a8)+(a4+a12) + (a2+a10)+(a6+a14)) + (odd lanes alike)
+ *               — the pairwise tree of ms_q_linear — then + bias[j]
+ * with sumi_b = Σ_e wq_e · q_e exact in int32 (wq the weight integers) and
+ *     Q8_0, Q4_0, Q5_0:   term = (dw·dx)·sumi            (wq = q, q−8, q−16)
+ *     Q4_1, Q5_1:         term = (dw·dx)·sumi + (mw·dx)·s  (wq = unsigned q)
+ *     Q4_K, Q5_K:         term = (dsc·dx)·sumi − (dmn·dx)·s, dsc = d·sc, dmn = dmin·mn
+ *     Q6_K:               term = (d·dx)·sumi, sumi = sc₀·Σ(e<16) + sc₁·Σ(e≥16), wq = q−32
+ *     F32, F16, BF16:     term = dx·Σ_e w_e·q_e  (f32, e in order)
+ * every product and sum rounded to f32 on its own (no fused multiply-add).
+ * All int sums are below 2^24, so converting them to f32 is exact.
+ *
+ * Batch and thread invariance: y[r, j] is a function of x row r and weight
+ * row j only, in one fixed order, so a row's result is bitwise the same
+ * alone or among n rows and for any pool thread count; the SIMD path tiles
+ * up to 8 x rows per unpacked weight block without changing any row's
+ * arithmetic.
+ *
+ * Accuracy: versus the f32 ms_q_linear the difference is the activation
+ * rounding, |Δy| ≤ Σ_b (d_b/2)·Σ_{e∈b}|W_e| (plus f32 rounding); about 0.5 %
+ * relative (rms) on Gaussian x.
+ */
+#ifndef MS_QDOT_H
+#define MS_QDOT_H
+
+#include "ms_quant.h"
+
+/* Elements per activation block; blocks per group (see the layout above). */
+enum { MS_Q8_BLOCK = 32, MS_Q8_GROUP = 16 };
+
+/* Quantized activations. Owns q, d, s when made by ms_q8_act_alloc. */
+typedef struct {
+    int64_t n, k;       /* rows and elements a row, of the last ms_q8_quantize */
+    int64_t cap_groups; /* capacity: rows × groups a row, summed */
+    int8_t *q;          /* [n][512·groups(k)], the transposed layout above (64-byte aligned) */
+    float *d;           /* [n][16·groups(k)] block scales */
+    int32_t *s;         /* [n][16·groups(k)] block sums Σq */
+} ms_q8_act;
+
+/* Groups of 16 blocks a row of k elements takes (k a multiple of 32). */
+int64_t ms_q8_groups(int64_t k);
+/* Buffers for up to max_n rows of max_k elements (sized once at load). */
+ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k);
+void ms_q8_act_free(ms_q8_act *a);
+
+/* Quantize x[n, k] (k a multiple of 32) row by row into a; deterministic
+ * (q = nearest-even of x·(1/d), clamped to ±127). MS_ASSERTs capacity. A
+ * block with a non-finite element gets d = NaN (its outputs are NaN). */
+void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k);
+
+/* y[n, m] = x · Wᵀ (+ b[m] when b != NULL), n = x->n, w->k == x->k; output
+ * rows split over the pool (ms_pool.h). y must not alias x. */
+void ms_qdot_linear(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b);
+/* The same over a subset of W's rows: y[n, n_rows], column j = row rows[j]. */
+void ms_qdot_linear_rows(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows, int64_t n_rows);
+
+/* The scalar twins: the specification above, one thread, no SIMD. */
+void ms_qdot_linear_ref(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b);
+void ms_qdot_linear_rows_ref(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows,
+                             int64_t n_rows);
+
+/* The path ms_qdot_linear takes for dtype on this CPU: "avx512vnni" (Q4_K,
+ * Q6_K, Q5_0, Q8_0 where the CPU has AVX-512 F/BW/VL/VNNI) or "scalar" (the
+ * twin, threaded), for tests and reports. */
+const char *ms_qdot_path(ms_dtype dtype);
+
+#endif

@@ -1,0 +1,370 @@
+/* test_qdot.c — quantized matmul with 8-bit activations (kernels/ms_qdot.h).
+ *
+ *  1. ms_q8_quantize against the header's definition, recomputed here: d =
+ *     max|x|/127 bitwise, |q − x/d| ≤ 1/2, |q| ≤ 127, s = Σq, the transposed
+ *     layout, zero padding, NaN scale for a non-finite block;
+ *  2. the scalar twin (ms_qdot_linear_ref) against a naive double dot of the
+ *     ms_q_dequant_ref weights with the dequantized activations (d·q), every
+ *     type, odd m, n, several k (partial groups), within 1e-4 of Σ|W||x̂|;
+ *  3. the fast path (ms_qdot_linear, SIMD where the CPU has it) == the twin
+ *     bitwise, every type, n across the row tiles, with bias, with guard
+ *     values after y, with 1 and 2 pool threads; ms_qdot_linear_rows == the
+ *     twin's rows variant and == the matching columns;
+ *  4. batch and thread invariance: row r of an n-row product == the 1-row
+ *     product of row r alone, bitwise, n = 1..64, 1 and 2 threads;
+ *  5. accuracy versus the f32 ms_q_linear on Gaussian x: |Δy| ≤ Σ_b (d_b/2)
+ *     Σ_{e∈b}|W_e| (+ f32 slack) per element, and the rms relative error
+ *     (printed) below 2 %.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ms_check.h"
+#include "ms_pool.h"
+#include "ms_qdot.h"
+
+static const ms_dtype k_types[] = {MS_DTYPE_Q4_K, MS_DTYPE_Q6_K, MS_DTYPE_Q5_0, MS_DTYPE_Q8_0,
+                                   MS_DTYPE_Q4_0, MS_DTYPE_Q4_1, MS_DTYPE_Q5_1, MS_DTYPE_Q5_K,
+                                   MS_DTYPE_F32,  MS_DTYPE_F16,  MS_DTYPE_BF16};
+enum { N_TYPES = sizeof(k_types) / sizeof(k_types[0]), GUARD = 16 };
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* ms_pool_set_threads, then a pause: a worker started by it snapshots the
+ * pool's job counter when it first runs, so a job published before that
+ * would be missed and ms_pool_run would wait for ever (kernels/cpu/ms_pool.c;
+ * reported). Workers are started once, here. */
+static void set_threads(int n) {
+    ms_pool_set_threads(n);
+    usleep(200000);
+}
+
+/* Bitwise equal, or both NaN. */
+static bool same(float a, float b) { return f32_bits(a) == f32_bits(b) || (isnan(a) && isnan(b)); }
+
+static void put_f16(uint8_t *p, float f) {
+    uint16_t h = ms_f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+/* m rows of k elements of dtype t: random bytes, f16 scales of moderate
+ * size (|d| < 0.05, either sign), scalar dtypes uniform in [-1, 1). */
+static uint8_t *make_weights(ms_rng *r, ms_dtype t, int64_t m, int64_t k) {
+    size_t rb;
+    MS_ASSERT(ms_dtype_row_bytes(t, k, &rb));
+    const size_t bytes = rb * (size_t)m;
+    uint8_t *p = malloc(bytes + 1);
+    MS_ASSERT(p);
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)ms_rng_u64(r);
+    const size_t bb = ms_dtype_block_bytes(t);
+    int off[2] = {-1, -1};
+    switch (t) {
+    case MS_DTYPE_Q4_0:
+    case MS_DTYPE_Q5_0:
+    case MS_DTYPE_Q8_0: off[0] = 0; break;
+    case MS_DTYPE_Q4_1:
+    case MS_DTYPE_Q5_1:
+    case MS_DTYPE_Q4_K:
+    case MS_DTYPE_Q5_K: off[0] = 0, off[1] = 2; break;
+    case MS_DTYPE_Q6_K: off[0] = 208; break;
+    default: break;
+    }
+    if (t == MS_DTYPE_F32 || t == MS_DTYPE_F16 || t == MS_DTYPE_BF16) {
+        for (size_t i = 0; i < bytes / bb; i++) {
+            float f = (float)(ms_rng_uniform(r) * 2 - 1);
+            if (t == MS_DTYPE_F32) memcpy(p + 4 * i, &f, 4);
+            else if (t == MS_DTYPE_F16) put_f16(p + 2 * i, f);
+            else {
+                uint16_t h = ms_f32_to_bf16(f);
+                memcpy(p + 2 * i, &h, 2);
+            }
+        }
+    } else {
+        for (size_t blk = 0; blk < bytes / bb; blk++)
+            for (int j = 0; j < 2 && off[j] >= 0; j++)
+                put_f16(p + blk * bb + (size_t)off[j], (float)((ms_rng_uniform(r) * 2 - 1) * 0.05));
+    }
+    return p;
+}
+
+/* x[n, k]: Gaussian, each row with its own scale; row 1 (if any) gets a
+ * zero block and a block with one large outlier. */
+static float *make_x(ms_rng *r, int64_t n, int64_t k) {
+    float *x = malloc((size_t)(n * k) * sizeof(float));
+    MS_ASSERT(x);
+    for (int64_t i = 0; i < n; i++) {
+        const float sc = (float)(0.1 + 4.0 * ms_rng_uniform(r));
+        for (int64_t e = 0; e < k; e++) x[i * k + e] = sc * ms_rng_normal(r);
+    }
+    if (n > 1 && k >= 64) {
+        for (int e = 0; e < 32; e++) x[k + e] = 0.0f;
+        x[k + 40] = 300.0f;
+    }
+    return x;
+}
+
+/* The header's layout: q of element e of row r. */
+static int8_t act_q(const ms_q8_act *a, int64_t r, int64_t e) {
+    const int64_t g = ms_q8_groups(a->k), b = e / 32, G = b / 16, j = b % 16, t = (e % 32) / 4, i = e % 4;
+    return a->q[(size_t)(r * g + G) * 512 + (size_t)(64 * t + 4 * j + i)];
+}
+static float act_d(const ms_q8_act *a, int64_t r, int64_t b) { return a->d[r * ms_q8_groups(a->k) * 16 + b]; }
+static int32_t act_s(const ms_q8_act *a, int64_t r, int64_t b) { return a->s[r * ms_q8_groups(a->k) * 16 + b]; }
+
+/* k values per type: partial groups, one group, several groups. */
+static int ks_for(ms_dtype t, int64_t ks[4]) {
+    if (ms_dtype_block(t) == 256) {
+        ks[0] = 256, ks[1] = 768, ks[2] = 4096 + 768; /* 1, 3, 19 super-blocks */
+        return 3;
+    }
+    ks[0] = 32, ks[1] = 544, ks[2] = 896, ks[3] = 640;
+    return 4;
+}
+
+/* ---- 1 ---------------------------------------------------------------------- */
+
+static void test_quantize(void) {
+    ms_rng r;
+    ms_rng_seed(&r, 11);
+    const int64_t n = 5, k = 1056; /* 33 blocks: 3 groups, the last with 1 */
+    float *x = make_x(&r, n, k);
+    x[3 * k + 100] = NAN; /* block 3 of row 3 */
+    ms_q8_act a;
+    CHECK(ms_q8_act_alloc(&a, n, k) == MS_OK, "alloc");
+    memset(a.q, 0x5A, (size_t)a.cap_groups * 512); /* padding must be written */
+    for (int64_t i = 0; i < a.cap_groups * 16; i++) a.d[i] = 7.0f, a.s[i] = 7;
+    ms_q8_quantize(&a, x, n, k);
+    CHECK(a.n == n && a.k == k && ms_q8_groups(k) == 3, "n %lld k %lld", (long long)a.n, (long long)a.k);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t b = 0; b < 48; b++) {
+            if (b >= k / 32) { /* padding */
+                bool z = act_d(&a, i, b) == 0.0f && act_s(&a, i, b) == 0;
+                for (int e = 0; e < 32; e++)
+                    z = z && a.q[(size_t)(i * 3 + b / 16) * 512 + (size_t)(64 * (e / 4) + 4 * (b % 16) + e % 4)] == 0;
+                bad += !z;
+                continue;
+            }
+            const float *xb = x + i * k + b * 32;
+            if (i == 3 && b == 3) {
+                CHECK(isnan(act_d(&a, i, b)), "non-finite block: d %g", act_d(&a, i, b));
+                continue;
+            }
+            float amax = 0.0f;
+            for (int e = 0; e < 32; e++) amax = fmaxf(amax, fabsf(xb[e]));
+            const float d = amax / 127.0f;
+            if (f32_bits(act_d(&a, i, b)) != f32_bits(d)) {
+                bad++;
+                continue;
+            }
+            int32_t s = 0;
+            for (int e = 0; e < 32; e++) {
+                const int q = act_q(&a, i, b * 32 + e);
+                const double want = d > 0 ? (double)xb[e] / (double)d : 0.0;
+                if (q < -127 || q > 127 || fabs(q - want) > 0.5 + 1e-5) bad++;
+                s += q;
+            }
+            if (s != act_s(&a, i, b)) bad++;
+        }
+    }
+    CHECK(bad == 0, "%d quantized blocks/elements off the definition", bad);
+    /* q of the outlier block: the outlier is 127, the rest small */
+    CHECK(act_q(&a, 1, 40) == 127 && act_d(&a, 1, 0) == 0.0f, "outlier %d, zero-block d %g", act_q(&a, 1, 40),
+          act_d(&a, 1, 0));
+    ms_q8_act_free(&a);
+    CHECK(a.q == NULL && a.d == NULL && a.s == NULL, "free clears");
+    free(x);
+}
+
+/* ---- 2 ---------------------------------------------------------------------- */
+
+static void test_twin_vs_naive(void) {
+    ms_rng r;
+    ms_rng_seed(&r, 22);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const ms_dtype t = k_types[ti];
+        int64_t ks[4];
+        const int nk = ks_for(t, ks);
+        for (int ki = 0; ki < nk; ki++) {
+            const int64_t k = ks[ki], m = 37, n = 5;
+            uint8_t *wd = make_weights(&r, t, m, k);
+            ms_qweight w = ms_qweight_view(t, wd, m, k);
+            float *x = make_x(&r, n, k), *wf = malloc((size_t)k * sizeof(float));
+            float *y = malloc((size_t)(n * m) * sizeof(float)), *bias = malloc((size_t)m * sizeof(float));
+            for (int64_t j = 0; j < m; j++) bias[j] = (float)ms_rng_normal(&r);
+            ms_q8_act a;
+            MS_ASSERT(ms_q8_act_alloc(&a, n, k) == MS_OK);
+            ms_q8_quantize(&a, x, n, k);
+            ms_qdot_linear_ref(y, &a, &w, bias);
+            double worst = 0;
+            for (int64_t j = 0; j < m; j++) {
+                ms_q_dequant_ref(t, (const uint8_t *)wd + (size_t)j * w.row_bytes, wf, k);
+                for (int64_t i = 0; i < n; i++) {
+                    double acc = 0, mag = 0;
+                    for (int64_t e = 0; e < k; e++) {
+                        const double xh = (double)act_d(&a, i, e / 32) * act_q(&a, i, e);
+                        acc += (double)wf[e] * xh;
+                        mag += fabs((double)wf[e] * xh);
+                    }
+                    acc += bias[j];
+                    const double err = fabs(y[i * m + j] - acc) / (mag + fabs(bias[j]) + 1e-30);
+                    if (err > worst) worst = err;
+                }
+            }
+            CHECK(worst <= 1e-4, "%s k=%lld: twin vs naive rel err %.3g", ms_dtype_name(t), (long long)k, worst);
+            ms_q8_act_free(&a);
+            free(wd), free(x), free(wf), free(y), free(bias);
+        }
+    }
+}
+
+/* ---- 3 ---------------------------------------------------------------------- */
+
+static void test_fast_vs_twin(int threads) {
+    ms_rng r;
+    ms_rng_seed(&r, 33);
+    static const int64_t ns[] = {1, 3, 8, 11, 17};
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const ms_dtype t = k_types[ti];
+        int64_t ks[4];
+        const int nk = ks_for(t, ks);
+        if (threads == 1) printf("  %-5s path %s\n", ms_dtype_name(t), ms_qdot_path(t));
+        for (int ki = 0; ki < nk; ki++) {
+            const int64_t k = ks[ki], m = 67, nmax = 17;
+            uint8_t *wd = make_weights(&r, t, m, k);
+            ms_qweight w = ms_qweight_view(t, wd, m, k);
+            float *x = make_x(&r, nmax, k), *bias = malloc((size_t)m * sizeof(float));
+            for (int64_t j = 0; j < m; j++) bias[j] = (float)ms_rng_normal(&r);
+            const size_t ny = (size_t)(nmax * m) + GUARD;
+            float *y = malloc(ny * sizeof(float)), *yr = malloc(ny * sizeof(float));
+            int32_t rows[9] = {66, 0, 5, 5, 31, 32, 64, 1, 40};
+            float *z = malloc((size_t)(nmax * 9) * sizeof(float)), *zr = malloc((size_t)(nmax * 9) * sizeof(float));
+            ms_q8_act a;
+            MS_ASSERT(ms_q8_act_alloc(&a, nmax, k) == MS_OK);
+            for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+                const int64_t n = ns[ni];
+                ms_q8_quantize(&a, x, n, k);
+                for (size_t i = 0; i < ny; i++) y[i] = yr[i] = -12345.0f;
+                const float *bb = (ni % 2) ? bias : NULL;
+                ms_qdot_linear(y, &a, &w, bb);
+                ms_qdot_linear_ref(yr, &a, &w, bb);
+                int diff = 0, guard = 0;
+                for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], yr[i]);
+                for (size_t i = (size_t)(n * m); i < ny; i++) guard += y[i] != -12345.0f;
+                CHECK(diff == 0 && guard == 0, "%s k=%lld n=%lld threads=%d: %d outputs differ from the twin, %d guards",
+                      ms_dtype_name(t), (long long)k, (long long)n, threads, diff, guard);
+                ms_qdot_linear_rows(z, &a, &w, rows, 9);
+                ms_qdot_linear_rows_ref(zr, &a, &w, rows, 9);
+                ms_qdot_linear(y, &a, &w, NULL);
+                diff = 0;
+                for (int64_t i = 0; i < n; i++)
+                    for (int c = 0; c < 9; c++)
+                        diff += !same(z[i * 9 + c], zr[i * 9 + c]) + !same(z[i * 9 + c], y[i * m + rows[c]]);
+                CHECK(diff == 0, "%s k=%lld n=%lld: rows variant %d differences", ms_dtype_name(t), (long long)k,
+                      (long long)n, diff);
+            }
+            ms_q8_act_free(&a);
+            free(wd), free(x), free(bias), free(y), free(yr), free(z), free(zr);
+        }
+    }
+}
+
+/* ---- 4 ---------------------------------------------------------------------- */
+
+static void test_invariance(int threads) {
+    ms_rng r;
+    ms_rng_seed(&r, 44);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const ms_dtype t = k_types[ti];
+        const int64_t k = ms_dtype_block(t) == 256 ? 768 : 544, m = 41, N = 64;
+        uint8_t *wd = make_weights(&r, t, m, k);
+        ms_qweight w = ms_qweight_view(t, wd, m, k);
+        float *x = make_x(&r, N, k);
+        float *one = malloc((size_t)(N * m) * sizeof(float)), *y = malloc((size_t)(N * m) * sizeof(float));
+        ms_q8_act a;
+        MS_ASSERT(ms_q8_act_alloc(&a, N, k) == MS_OK);
+        for (int64_t i = 0; i < N; i++) { /* each row alone, fast path and thread-free twin */
+            ms_q8_quantize(&a, x + i * k, 1, k);
+            ms_qdot_linear(one + i * m, &a, &w, NULL);
+            ms_qdot_linear_ref(y + i * m, &a, &w, NULL);
+        }
+        int diff = 0;
+        for (int64_t i = 0; i < N * m; i++) diff += !same(y[i], one[i]);
+        for (int64_t n = 1; n <= N; n++) {
+            ms_q8_quantize(&a, x, n, k);
+            ms_qdot_linear(y, &a, &w, NULL);
+            for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], one[i]);
+        }
+        CHECK(diff == 0, "%s threads=%d: %d outputs of n-row products differ from the 1-row product",
+              ms_dtype_name(t), threads, diff);
+        ms_q8_act_free(&a);
+        free(wd), free(x), free(one), free(y);
+    }
+}
+
+/* ---- 5 ---------------------------------------------------------------------- */
+
+static void test_accuracy(void) {
+    ms_rng r;
+    ms_rng_seed(&r, 55);
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const ms_dtype t = k_types[ti];
+        const int64_t k = 1536, m = 53, n = 4;
+        uint8_t *wd = make_weights(&r, t, m, k);
+        ms_qweight w = ms_qweight_view(t, wd, m, k);
+        float *x = malloc((size_t)(n * k) * sizeof(float)), *wf = malloc((size_t)k * sizeof(float));
+        for (int64_t i = 0; i < n * k; i++) x[i] = ms_rng_normal(&r);
+        float *y8 = malloc((size_t)(n * m) * sizeof(float)), *yf = malloc((size_t)(n * m) * sizeof(float));
+        ms_q8_act a;
+        MS_ASSERT(ms_q8_act_alloc(&a, n, k) == MS_OK);
+        ms_q8_quantize(&a, x, n, k);
+        ms_qdot_linear(y8, &a, &w, NULL);
+        ms_q_linear(yf, x, &w, NULL, n);
+        double num = 0, den = 0;
+        int over = 0;
+        for (int64_t j = 0; j < m; j++) {
+            ms_q_dequant_ref(t, (const uint8_t *)wd + (size_t)j * w.row_bytes, wf, k);
+            for (int64_t i = 0; i < n; i++) {
+                double bound = 0, mag = 0;
+                for (int64_t e = 0; e < k; e++) {
+                    bound += 0.5 * act_d(&a, i, e / 32) * fabs(wf[e]);
+                    mag += fabs(wf[e] * x[i * k + e]);
+                }
+                const double dy = (double)y8[i * m + j] - yf[i * m + j];
+                over += fabs(dy) > bound * (1 + 1e-3) + 1e-5 * mag;
+                num += dy * dy;
+                den += (double)yf[i * m + j] * yf[i * m + j];
+            }
+        }
+        const double rel = sqrt(num / den);
+        printf("  %-5s 8-bit activations vs f32: rms relative error %.3f %%\n", ms_dtype_name(t), 100 * rel);
+        CHECK(over == 0, "%s: %d outputs past the activation-rounding bound", ms_dtype_name(t), over);
+        CHECK(rel < 0.02, "%s: rms relative error %.4f", ms_dtype_name(t), rel);
+        ms_q8_act_free(&a);
+        free(wd), free(x), free(wf), free(y8), free(yf);
+    }
+}
+
+int main(void) {
+    /* 1 thread, then 2: the pool is started once (see set_threads) */
+    test_quantize();
+    test_twin_vs_naive();
+    test_fast_vs_twin(1);
+    test_invariance(1);
+    set_threads(2);
+    CHECK(ms_pool_threads() == 2, "pool threads %d", ms_pool_threads());
+    test_fast_vs_twin(2);
+    test_invariance(2);
+    test_accuracy();
+    ms_pool_set_threads(1);
+    if (g_fail) fprintf(stderr, "test_qdot: %d failures\n", g_fail);
+    else printf("test_qdot: ok\n");
+    return g_fail ? 1 : 0;
+}
