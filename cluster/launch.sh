@@ -3,7 +3,7 @@
 # node and (when draft.enabled) the draft node, waits for the target's /health
 # with a deadline, and prints the URL and where the logs are.
 #
-#   cluster/launch.sh CONFIG [--build DIR] [--timeout SECONDS] [--logs DIR]
+#   cluster/launch.sh CONFIG [--build DIR] [--timeout SECONDS] [--logs DIR] [--no-link-secret]
 #
 # hosts.target / hosts.draft in the config say where each node runs:
 #   "" | localhost | 127.0.0.1   this machine
@@ -12,6 +12,11 @@
 #   anything else                over ssh ([hosts.ssh_user@]host), in
 #                                hosts.workdir, which must hold the same
 #                                checkout, build and models
+# The link is authenticated by default: unless the config sets
+# link.secret_file or link.curve, a fresh random secret is written to
+# RUN_DIR/link.secret (mode 0600; copied to an ssh host's same folder under
+# hosts.workdir) and both nodes get it (--link-secret): the target admits no
+# draft that cannot prove it. --no-link-secret starts an open link.
 # State (pids, hosts, URL) goes to RUN_DIR (default build/cluster) for
 # cluster/stop.sh. The cluster is up only when the nodes this script started
 # are: a busy HTTP port, or a node of ours that exits or never gets healthy,
@@ -20,13 +25,15 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 config="" build="${MS_BUILD_DIR:-$root/build/release}" timeout=60 logs="" run_dir=${RUN_DIR:-$root/build/cluster}
+make_secret=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --logs) logs=$2; shift 2 ;;
+    --no-link-secret) make_secret=""; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "launch.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) [ -z "$config" ] || { echo "launch.sh: one CONFIG only" >&2; exit 2; }; config=$1; shift ;;
@@ -42,9 +49,10 @@ done
 cfg() { "$build/tools/microspec-config" "$config" "$@"; }
 cfg --check >/dev/null || exit 1
 mapfile -t v < <(cfg --get draft.enabled --get http.listen --get http.port --get hosts.target --get hosts.draft \
-                     --get hosts.ssh_user --get hosts.workdir --get http.bearer_token)
+                     --get hosts.ssh_user --get hosts.workdir --get http.bearer_token --get link.secret_file \
+                     --get link.curve.enabled)
 draft_enabled=${v[0]} listen=${v[1]} port=${v[2]} host_t=${v[3]} host_d=${v[4]} ssh_user=${v[5]} workdir=${v[6]}
-token=${v[7]}
+token=${v[7]} secret_cfg=${v[8]} curve=${v[9]}
 [ -n "$logs" ] || logs=$run_dir/logs
 mkdir -p "$run_dir" "$logs"
 if [ -f "$run_dir/pids" ]; then
@@ -69,6 +77,15 @@ case "$host_t" in
     fi ;;
 esac
 
+# The cluster's link secret (see above): fresh for every launch.
+secret=""
+if [ -n "$make_secret" ] && [ "$draft_enabled" = true ] && [ -z "$secret_cfg" ] && [ "$curve" != true ]; then
+  secret=$run_dir/link.secret
+  rm -f "$secret"
+  ( umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret" ) ||
+    { echo "launch.sh: cannot write the link secret $secret" >&2; exit 1; }
+fi
+
 # abort MESSAGE — stop what this run started (local nodes), forget it, exit 1.
 started=()
 abort() {
@@ -79,25 +96,33 @@ abort() {
     for i in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$p" 2>/dev/null
   done
-  rm -f "$run_dir/pids" "$run_dir/url"
+  rm -f "$run_dir/pids" "$run_dir/url" "$run_dir/link.secret"
   exit 1
 }
 
 # start ROLE HOST EXE → prints "HOST PID"
 start() {
   local role=$1 host=$2 exe=$3 log=$logs/$1.log
+  local extra=()
+  [ -z "$secret" ] || extra=(--link-secret "$secret")
   case "$host" in
     ""|localhost|127.0.0.1)
-      nohup "$build/$exe" --config "$config" >"$log" 2>&1 </dev/null &
+      nohup "$build/$exe" --config "$config" "${extra[@]}" >"$log" 2>&1 </dev/null &
       echo "local $!" ;;
     netns:*)
-      nohup ip netns exec "${host#netns:}" "$build/$exe" --config "$config" >"$log" 2>&1 </dev/null &
+      nohup ip netns exec "${host#netns:}" "$build/$exe" --config "$config" "${extra[@]}" >"$log" 2>&1 </dev/null &
       echo "$host $!" ;;
     *)
       local dest=$host; [ -z "$ssh_user" ] || dest=$ssh_user@$host
       local wd=${workdir:-$root}
-      local pid
-      pid=$(ssh -o BatchMode=yes "$dest" "cd '$wd' && nohup '$build/$exe' --config '$config' >'$log' 2>&1 </dev/null & echo \$!")
+      local pid rsecret=""
+      if [ -n "$secret" ]; then # the same folder on the remote checkout, only its owner may read it
+        rsecret=${secret/#$root/$wd}
+        ssh -o BatchMode=yes "$dest" "umask 077 && mkdir -p '$(dirname "$rsecret")' && cat >'$rsecret'" <"$secret" ||
+          { echo "launch.sh: cannot copy the link secret to $dest:$rsecret" >&2; return 1; }
+        rsecret="--link-secret '$rsecret'"
+      fi
+      pid=$(ssh -o BatchMode=yes "$dest" "cd '$wd' && nohup '$build/$exe' --config '$config' $rsecret >'$log' 2>&1 </dev/null & echo \$!")
       echo "$dest $pid" ;;
   esac
 }
@@ -152,4 +177,5 @@ dead=$(ours_alive) || abort "the $dead exited right after /health answered (anot
 echo "MicroSpec cluster up: $url"
 echo "  health: $health"
 echo "  logs:   $logs/target.log${draft_enabled:+ $( [ "$draft_enabled" = true ] && echo "$logs/draft.log")}"
+[ -z "$secret" ] || echo "  link:   authenticated with $secret"
 echo "  stop:   RUN_DIR=$run_dir cluster/stop.sh"

@@ -27,4 +27,4 @@ while read -r role where pid; do
   if alive "$where" "$pid"; then sig "$where" "$pid" KILL; echo "stop.sh: $role ($pid) killed" >&2
   else echo "stop.sh: $role ($pid) stopped" >&2; fi
 done <"$run_dir/pids"
-rm -f "$run_dir/pids" "$run_dir/url"
+rm -f "$run_dir/pids" "$run_dir/url" "$run_dir/link.secret"

@@ -104,6 +104,10 @@ static const cfg_key g_keys[] = {
     KEY_ENUM("link.tensor", link.tensor, "auto", "auto|host|ipc|nccl",
              "how eagle features cross the link: host (ZeroMQ frame), ipc (CUDA IPC, both nodes on one GPU), nccl "
              "(two GPUs), auto (nccl for different GPUs, ipc for the same GPU, else host)"),
+    KEY_STR("link.secret_file", K_PATH, link.secret_file, "", 0,
+            "a file of >= 16 secret bytes, mode 0600, that both nodes read: the target admits only a draft that "
+            "proves it holds the same bytes (HMAC of a fresh nonce). cluster/launch.sh makes one per cluster when "
+            "this is \"\" and CURVE is off; a node also takes --link-secret FILE"),
     KEY_BOOL("link.curve.enabled", link.curve.enabled, 0, "require ZeroMQ CURVE encryption on the link"),
     KEY_STR("link.curve.server_public", K_Z85, link.curve.server_public, "", F_SECRET,
             "the target's CURVE public key (40 Z85 characters, e.g. from zmq_curve_keypair)"),

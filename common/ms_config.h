@@ -91,6 +91,7 @@ typedef struct {
         char endpoint[MS_CFG_NAME_MAX]; /* tcp://HOST:PORT | ipc://PATH */
         int64_t deadline_ms, heartbeat_ms, reconnect_ms, max_message_bytes;
         char tensor[MS_CFG_ENUM_MAX];   /* "auto" | "host" | "ipc" | "nccl": how eagle features travel */
+        char secret_file[PATH_MAX];     /* "" or a file both nodes read: drafts must prove it (ms_link.h) */
         struct {
             bool enabled;
             char server_public[MS_CFG_Z85_LEN + 1], server_secret[MS_CFG_Z85_LEN + 1];

@@ -1453,8 +1453,11 @@ static ms_status llama2c_parse(const char *path, const uint8_t *d, size_t n, int
     /* <unk>, <s>, </s> */
     for (int i = 0; i < 3; i++) t->flags[i] |= TOK_SPECIAL;
     t->bos = 1;
+    /* llama2.c's run.c stops when the model emits BOS (a TinyStories model
+     * ends each story with it) and never sees </s>: both end generation. */
     t->eos[0] = 2;
-    t->n_eos = 1;
+    t->eos[1] = 1;
+    t->n_eos = 2;
     /* piece → id; the first of equal pieces wins (run.c's bsearch picks any) */
     MS_TRY(strmap_init(&t->piece_map, vocab_size));
     for (int64_t id = 0; id < vocab_size; id++) strmap_insert(t, &t->piece_map, t->piece, (int32_t)id);

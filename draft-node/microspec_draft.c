@@ -1,9 +1,11 @@
 /* microspec-draft — the draft node: connects to the target over the link and
  * drafts a tree per round (DESIGN §4, §6 `sync`). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ms_config.h"
@@ -28,7 +30,18 @@ static void usage(FILE *f) {
             "target restarts. Logs go to stderr.\n"
             "\n"
             "  -c, --config FILE   cluster configuration (libconfig; see cluster/configs/)\n"
+            "  --link-secret FILE  the link secret (overrides link.secret_file; cluster/launch.sh\n"
+            "                      passes the one it makes for the cluster)\n"
             "  -h, --help          this text\n");
+}
+
+/* A model path that is not there is reported the same way by both nodes
+ * ("PATH: no such file or directory (KEY)"), before any loading or logging. */
+static bool model_path_ok(const char *key, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0) return true;
+    MS_LOG_ERROR("%s: %s (%s)", path, errno == ENOENT ? "no such file or directory" : strerror(errno), key);
+    return false;
 }
 
 typedef struct {
@@ -65,13 +78,15 @@ static void draft_and_send(node *n, uint64_t rid, int64_t round) {
 int main(int argc, char **argv) {
     ms_k_cpu_fix_blas_core(argv);
     ms_log_set_role("draft");
-    const char *cfg_path = NULL;
+    const char *cfg_path = NULL, *secret_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
             cfg_path = argv[++i];
+        } else if (!strcmp(argv[i], "--link-secret") && i + 1 < argc) {
+            secret_path = argv[++i];
         } else {
             fprintf(stderr, "microspec-draft: unexpected argument '%s' (see --help)\n", argv[i]);
             return 2;
@@ -87,7 +102,6 @@ int main(int argc, char **argv) {
     ms_log_level_parse(cfg.log.level, &lvl); /* the config loader allows only known names */
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
     if (cfg.log.dir[0] && ms_log_to_dir(cfg.log.dir, "draft", NULL, 0) < 0) return 2;
-    ms_cfg_log(&cfg);
     if (!cfg.draft.enabled) {
         MS_LOG_ERROR("%s: draft.enabled is false: there is nothing for a draft node to do", cfg.source);
         return 2;
@@ -116,6 +130,12 @@ int main(int argc, char **argv) {
     if (o.kind != MS_DRAFT_EAGLE) o.device = cfg.draft.device;
     else if (strcmp(cfg.draft.device, "cpu")) MS_LOG_INFO("draft: the eagle head runs on the CPU (draft.device %s)", cfg.draft.device);
 
+    /* the folders this kind reads: its own model (layerskip: the target's), the
+     * target's for the tokenizer of a layerskip/eagle draft */
+    if (!model_path_ok(o.kind == MS_DRAFT_LAYERSKIP ? "target.model" : "draft.model", o.model_dir) ||
+        (o.kind != MS_DRAFT_LM && !model_path_ok("target.model", cfg.target.model)))
+        return 1;
+
     int rc = 1;
     ms_dft *dft = NULL;
     ms_link *link = NULL;
@@ -129,6 +149,7 @@ int main(int argc, char **argv) {
     /* An EAGLE head has no tokenizer of its own: it uses the target's. */
     if (ms_link_fingerprint_tokenizer(o.kind == MS_DRAFT_LM ? cfg.draft.model : cfg.target.model, tok_fp) < 0) goto done;
     if (ms_dft_new(&o, &dft) < 0) goto done;
+    ms_cfg_log(&cfg); /* after the model: a failed load's reason is not buried under the settings */
 
     ms_link_opts lo = {.endpoint = cfg.link.endpoint,
                        .deadline_ms = (int)cfg.link.deadline_ms,
@@ -137,7 +158,8 @@ int main(int argc, char **argv) {
                        .curve = cfg.link.curve.enabled,
                        .server_public = cfg.link.curve.server_public,
                        .client_public = cfg.link.curve.client_public,
-                       .client_secret = cfg.link.curve.client_secret};
+                       .client_secret = cfg.link.curve.client_secret,
+                       .secret_file = secret_path ? secret_path : cfg.link.secret_file};
     if (ms_link_connect(&lo, &link) < 0) goto done;
 
     signal(SIGINT, on_signal);
@@ -173,6 +195,7 @@ int main(int argc, char **argv) {
     }
 
     bool joined = false;
+    char last_error[2][MS_WIRE_MESSAGE_MAX + 1] = {"", ""}; /* the last two distinct error replies */
     uint64_t next_hello = 0;
     const uint64_t reconnect_ns = (uint64_t)(cfg.link.reconnect_ms > 0 ? cfg.link.reconnect_ms : 500) * 1000000ull;
     while (!g_stop) {
@@ -198,6 +221,7 @@ int main(int argc, char **argv) {
             }
             if (!joined) MS_LOG_INFO("joined the target at %s", cfg.link.endpoint);
             joined = true;
+            last_error[0][0] = last_error[1][0] = 0;
             break;
         case MS_WIRE_BEGIN:
             s = n.port.begin(n.port.ctx, &m.u.begin);
@@ -235,7 +259,17 @@ int main(int argc, char **argv) {
             }
             break;
         case MS_WIRE_ERROR:
-            MS_LOG_WARN("the target reports %s: %s", ms_status_str(m.u.error.code), m.u.error.message);
+            /* Refusals repeat while we wait (another draft is in place: that
+             * and "not connected" for our heartbeats): a line per new message. */
+            {
+                bool seen = !strcmp(m.u.error.message, last_error[0]) || !strcmp(m.u.error.message, last_error[1]);
+                ms_log_msg(seen ? MS_LOG_DEBUG : MS_LOG_WARN, __FILE__, __LINE__, "the target reports %s: %s",
+                           ms_status_str(m.u.error.code), m.u.error.message);
+                if (!seen) {
+                    memcpy(last_error[1], last_error[0], sizeof last_error[0]);
+                    snprintf(last_error[0], sizeof last_error[0], "%s", m.u.error.message);
+                }
+            }
             if (m.u.error.code == MS_ERR_PEER) joined = false; /* it does not know us: announce again */
             break;
         default: MS_LOG_WARN("ignored an unexpected %s from the target", ms_wire_type_name(m.type)); break;

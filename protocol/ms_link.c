@@ -3,10 +3,13 @@
 #include "ms_gguf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -40,7 +43,172 @@ struct ms_link {
     float *feat;             /* receiver: features fetched by the transport [rows, feat_dim] */
     size_t feat_cap;         /* floats */
     char xfer_err[256];      /* the last tensor refusal */
+    /* link secret (ms_link.h): both ends */
+    uint8_t secret[256];
+    size_t secret_len;                       /* 0: no secret */
+    uint8_t nonce[MS_WIRE_NONCE_BYTES];      /* target: the challenge a proof must answer */
+    ms_wire_hello hello;                     /* draft: the last hello sent, to answer a challenge with */
+    bool have_hello;
+    int challenges;                          /* draft: challenges answered since the last other reply */
+    uint64_t listening_since_ns, last_recv_ns; /* target: when recv resumed after a pause */
 };
+
+#define LINK_CHALLENGES_MAX 4 /* a draft whose proofs are refused this often in a row has another secret */
+static const char k_auth_context[] = "microspec-link-hello-v1";
+
+/* ---- HMAC-SHA256 (the link secret's proof) ---------------------------------- */
+
+typedef struct {
+    uint32_t h[8];
+    uint8_t block[64];
+    size_t fill;
+    uint64_t bytes;
+} sha256_ctx;
+
+static const uint32_t k_sha256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+#define ROR32(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+/* FIPS 180-4 §6.2.2: one 64-byte block. */
+static void sha256_block(uint32_t h[8], const uint8_t *p) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ROR32(w[i - 15], 7) ^ ROR32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROR32(w[i - 2], 17) ^ ROR32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = hh + (ROR32(e, 6) ^ ROR32(e, 11) ^ ROR32(e, 25)) + ((e & f) ^ (~e & g)) + k_sha256[i] + w[i];
+        uint32_t t2 = (ROR32(a, 2) ^ ROR32(a, 13) ^ ROR32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        hh = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
+}
+
+static void sha256_init(sha256_ctx *c) {
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(c->h, h0, sizeof h0);
+    c->fill = 0;
+    c->bytes = 0;
+}
+
+static void sha256_update(sha256_ctx *c, const uint8_t *p, size_t n) {
+    c->bytes += n;
+    while (n > 0) {
+        size_t take = 64 - c->fill < n ? 64 - c->fill : n;
+        memcpy(c->block + c->fill, p, take);
+        c->fill += take, p += take, n -= take;
+        if (c->fill == 64) {
+            sha256_block(c->h, c->block);
+            c->fill = 0;
+        }
+    }
+}
+
+static void sha256_final(sha256_ctx *c, uint8_t out[32]) {
+    uint64_t bits = c->bytes * 8;
+    uint8_t pad[72] = {0x80};
+    size_t npad = (c->fill < 56 ? 56 : 120) - c->fill;
+    for (int i = 0; i < 8; i++) pad[npad + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha256_update(c, pad, npad + 8);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 4; j++) out[4 * i + j] = (uint8_t)(c->h[i] >> (24 - 8 * j));
+}
+
+void ms_link_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_t msg_len, uint8_t out[32]) {
+    uint8_t k[64] = {0}, pad[64], inner[32];
+    sha256_ctx c;
+    if (key_len > 64) { /* RFC 2104 §2: longer keys are hashed first */
+        sha256_init(&c);
+        sha256_update(&c, key, key_len);
+        sha256_final(&c, k);
+    } else if (key_len) {
+        memcpy(k, key, key_len);
+    }
+    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x36;
+    sha256_init(&c);
+    sha256_update(&c, pad, 64);
+    sha256_update(&c, msg, msg_len);
+    sha256_final(&c, inner);
+    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x5c;
+    sha256_init(&c);
+    sha256_update(&c, pad, 64);
+    sha256_update(&c, inner, 32);
+    sha256_final(&c, out);
+}
+
+/* ---- link secret --------------------------------------------------------------- */
+
+/* Reads opts.secret_file: a regular file only its owner can read, ≥ 16 bytes. */
+static ms_status load_secret(ms_link *l, const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        MS_FAIL(errno == ENOENT ? MS_ERR_NOT_FOUND : MS_ERR_IO, "link.secret_file %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) MS_FAIL(MS_ERR_INVALID, "link.secret_file %s: not a regular file", path);
+    if (st.st_mode & 077)
+        MS_FAIL(MS_ERR_INVALID, "link.secret_file %s: mode %03o lets others read it; chmod 600 it", path,
+                (unsigned)(st.st_mode & 0777));
+    char *data;
+    size_t len;
+    MS_TRY(ms_read_file(path, &data, &len));
+    while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == '\r' || data[len - 1] == ' ' || data[len - 1] == '\t'))
+        len--;
+    ms_status st2 = MS_OK;
+    if (len < 16 || len > sizeof l->secret) {
+        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "link.secret_file %s: %zu bytes, expected 16..%zu", path, len,
+                   sizeof l->secret);
+        st2 = MS_ERR_INVALID;
+    } else {
+        memcpy(l->secret, data, len);
+        l->secret_len = len;
+    }
+    memset(data, 0, len);
+    free(data);
+    return st2;
+}
+
+static ms_status new_nonce(uint8_t nonce[MS_WIRE_NONCE_BYTES]) {
+    size_t got = 0;
+    while (got < MS_WIRE_NONCE_BYTES) {
+        ssize_t r = getrandom(nonce + got, MS_WIRE_NONCE_BYTES - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) MS_FAIL(MS_ERR_IO, "link: getrandom: %s", strerror(errno));
+        got += (size_t)r;
+    }
+    if (nonce[0] == 0) nonce[0] = 1; /* all zero means "no challenge" on the wire */
+    return MS_OK;
+}
+
+static void proof_of(const ms_link *l, const uint8_t nonce[MS_WIRE_NONCE_BYTES], uint8_t out[MS_WIRE_AUTH_BYTES]) {
+    uint8_t msg[sizeof k_auth_context - 1 + MS_WIRE_NONCE_BYTES];
+    memcpy(msg, k_auth_context, sizeof k_auth_context - 1);
+    memcpy(msg + sizeof k_auth_context - 1, nonce, MS_WIRE_NONCE_BYTES);
+    ms_link_hmac_sha256(l->secret, l->secret_len, msg, sizeof msg, out);
+}
+
+static bool bytes_equal_ct(const uint8_t *a, const uint8_t *b, size_t n) {
+    uint8_t d = 0;
+    for (size_t i = 0; i < n; i++) d |= a[i] ^ b[i];
+    return d == 0;
+}
+
+static bool all_zero(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
+}
 
 /* ---- CURVE admission (ZAP, RFC 27) ---------------------------------------- */
 
@@ -127,8 +295,11 @@ static ms_status link_open(const ms_link_opts *o, bool server, ms_link **out) {
     if (l->o.deadline_ms <= 0) l->o.deadline_ms = 2000;
     if (l->o.heartbeat_ms <= 0) l->o.heartbeat_ms = 500;
     if (l->o.max_message_bytes <= 0) l->o.max_message_bytes = 64ll << 20;
+    l->o.secret_file = NULL; /* read here, not kept */
     ms_status st = ms_wire_arena_new(o->max_prompt, &l->arena);
     if (st < 0) goto fail;
+    if (o->secret_file && o->secret_file[0] && (st = load_secret(l, o->secret_file)) < 0) goto fail;
+    if (server && l->secret_len && (st = new_nonce(l->nonce)) < 0) goto fail;
     l->ctx = zmq_ctx_new();
     l->sock = l->ctx ? zmq_socket(l->ctx, server ? ZMQ_ROUTER : ZMQ_DEALER) : NULL;
     if (!l->sock) {
@@ -164,8 +335,8 @@ static ms_status link_open(const ms_link_opts *o, bool server, ms_link **out) {
         st = MS_ERR_IO;
         goto fail;
     }
-    MS_LOG_INFO("link: %s %s%s", server ? "listening on" : "connecting to", l->endpoint,
-                o->curve ? " (CURVE)" : "");
+    MS_LOG_INFO("link: %s %s%s%s", server ? "listening on" : "connecting to", l->endpoint,
+                o->curve ? " (CURVE)" : "", l->secret_len ? " (link secret)" : "");
     *out = l;
     return MS_OK;
 fail:
@@ -190,6 +361,7 @@ void ms_link_close(ms_link **pl) {
     ms_wire_buf_free(&l->ctrl);
     ms_wire_arena_free(&l->arena);
     free(l->feat);
+    memset(l->secret, 0, sizeof l->secret);
     free(l);
     *pl = NULL;
 }
@@ -259,6 +431,10 @@ fail:
 
 ms_status ms_link_send(ms_link *l, const ms_wire_msg *m) {
     if (l->server && !l->have_peer) MS_FAIL(MS_ERR_PEER, "link: no draft connected");
+    if (!l->server && m->type == MS_WIRE_HELLO) { /* kept to answer a challenge with */
+        l->hello = m->u.hello;
+        l->have_hello = true;
+    }
     return send_to(l, l->peer_id, l->peer_len, m);
 }
 
@@ -375,17 +551,103 @@ static ms_status xfer_receive(ms_link *l, ms_wire_msg *m) {
     return MS_OK;
 }
 
+/* Target: the accepted draft is still there — its connection is up (a
+ * heartbeat to it can be queued) and it was heard within 3 heartbeat periods
+ * of the link being read (a target that computed for a while has not read
+ * the heartbeats waiting for it: silence counts only while it listened). */
+static bool peer_present(ms_link *l) {
+    if (!l->have_peer) return false;
+    ms_wire_msg hb = {.type = MS_WIRE_HEARTBEAT};
+    hb.u.heartbeat.seq = ++l->hb_seq;
+    hb.u.heartbeat.t_ns = ms_now_ns();
+    if (send_to(l, l->peer_id, l->peer_len, &hb) < 0) {
+        MS_LOG_WARN("link: the accepted draft's connection is gone; dropping it");
+        l->have_peer = false;
+        return false;
+    }
+    const uint64_t now = ms_now_ns(), window = 3ull * (uint64_t)l->o.heartbeat_ms * 1000000ull;
+    return now - l->last_heard_ns < window || now - l->listening_since_ns < window;
+}
+
+/* Target: a hello from a peer other than the accepted draft. Without a valid
+ * proof of the link secret it is answered with a challenge; while a healthy
+ * draft is in place, with an error. True: the caller may judge it. */
+static bool hello_admissible(ms_link *l, const ms_wire_hello *h) {
+    if (l->secret_len) {
+        bool none = all_zero(h->auth, MS_WIRE_AUTH_BYTES);
+        uint8_t want[MS_WIRE_AUTH_BYTES];
+        proof_of(l, l->nonce, want);
+        if (none || !bytes_equal_ct(want, h->auth, MS_WIRE_AUTH_BYTES)) {
+            ms_wire_msg ack = {.type = MS_WIRE_HELLO_ACK};
+            snprintf(ack.u.ack.reason, sizeof ack.u.ack.reason, "%s",
+                     none ? "link authentication required: answer the nonce with a proof of the cluster's "
+                            "link.secret_file"
+                          : "link authentication failed: the proof does not match this target's link.secret_file");
+            memcpy(ack.u.ack.nonce, l->nonce, MS_WIRE_NONCE_BYTES);
+            l->counters.auth_refused++;
+            if (send_to(l, l->last_id, l->last_len, &ack) < 0) MS_LOG_DEBUG("link: challenge not delivered");
+            /* every draft's first hello comes without a proof: only a wrong one is news */
+            ms_log_msg(none ? MS_LOG_DEBUG : MS_LOG_WARN, __FILE__, __LINE__, "link: %s a hello (pid %lld)%s",
+                       none ? "challenged" : "refused", (long long)h->pid,
+                       none ? " without a proof of the link secret" : ": wrong proof of the link secret");
+            return false;
+        }
+        /* a proof is good once: the next hello must answer a new nonce */
+        if (new_nonce(l->nonce) < 0) return false;
+    }
+    if (peer_present(l)) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "a draft is already connected and alive (heard %lld ms ago): this target admits a new draft only "
+                 "when it is down",
+                 (long long)((ms_now_ns() - l->last_heard_ns) / 1000000ull));
+        l->counters.busy_refused++;
+        send_error(l, l->last_id, l->last_len, NULL, MS_ERR_PEER, text);
+        MS_LOG_WARN("link: refused a second draft (pid %lld): the accepted one is alive", (long long)h->pid);
+        return false;
+    }
+    return true;
+}
+
+/* Draft: a refused hello_ack with a nonce is a challenge; with a secret, the
+ * link answers it with the last hello and its proof. True: answered (the
+ * caller does not see the ack). */
+static bool answer_challenge(ms_link *l, const ms_wire_hello_ack *a) {
+    if (a->accepted || all_zero(a->nonce, MS_WIRE_NONCE_BYTES)) {
+        l->challenges = 0;
+        return false;
+    }
+    if (!l->secret_len || !l->have_hello) return false; /* the caller reports the refusal */
+    if (l->challenges >= LINK_CHALLENGES_MAX) {
+        l->challenges = 0;
+        return false; /* refused again and again: another secret */
+    }
+    l->challenges++;
+    ms_wire_msg h = {.type = MS_WIRE_HELLO};
+    h.u.hello = l->hello;
+    proof_of(l, a->nonce, h.u.hello.auth);
+    if (send_to(l, NULL, 0, &h) < 0) MS_LOG_DEBUG("link: answer to the challenge not sent");
+    else MS_LOG_DEBUG("link: answered the target's challenge");
+    return true;
+}
+
 ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
     if (timeout_ms < 0) timeout_ms = l->o.deadline_ms;
+    {
+        const uint64_t now = ms_now_ns();
+        if (now - l->last_recv_ns > (uint64_t)l->o.heartbeat_ms * 1000000ull) l->listening_since_ns = now;
+    }
     const uint64_t end = ms_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         ms_link_tick(l);
         uint64_t now = ms_now_ns();
+        l->last_recv_ns = now;
         long wait_ms = now >= end ? 0 : (long)((end - now) / 1000000ull);
         if (wait_ms > l->o.heartbeat_ms) wait_ms = l->o.heartbeat_ms;
         zmq_pollitem_t pi[2] = {{.socket = l->sock, .events = ZMQ_POLLIN},
                                 {.socket = l->monitor, .events = ZMQ_POLLIN}};
         int r = zmq_poll(pi, l->monitor ? 2 : 1, wait_ms);
+        l->last_recv_ns = ms_now_ns();
         if (r < 0 && zmq_errno() != EINTR) MS_ZMQ_FAIL(MS_ERR_IO, "poll");
         if (l->monitor && (pi[1].revents & ZMQ_POLLIN)) drain_monitor(l);
         if (r <= 0 || !(pi[0].revents & ZMQ_POLLIN)) {
@@ -427,9 +689,11 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         bool from_peer = !l->server ||
                          (l->have_peer && l->last_len == l->peer_len && !memcmp(l->last_id, l->peer_id, l->peer_len));
         if (out->type == MS_WIRE_HELLO && l->server) {
+            if (!from_peer && !hello_admissible(l, &out->u.hello)) continue; /* answered here */
             l->last_offer = out->u.hello.xfer;
             return MS_OK; /* the caller decides */
         }
+        if (!l->server && out->type == MS_WIRE_HELLO_ACK && answer_challenge(l, &out->u.ack)) continue;
         if (!from_peer) {
             send_error(l, l->last_id, l->last_len, out, MS_ERR_PEER, "not connected: send a hello first");
             /* A draft's heartbeats before its hello is accepted are routine. */

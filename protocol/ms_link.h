@@ -2,11 +2,28 @@
  *
  * The target binds a ROUTER socket at the configured endpoint (tcp:// or
  * ipc://); the draft connects a DEALER and announces itself with a hello.
- * One draft is served at a time: the peer whose hello was accepted last.
  * Each message is one ZeroMQ multipart message of ms_wire frames. Every wait
  * has a deadline; heartbeats are sent and consumed inside the waits, so a
  * silent peer is noticed. With CURVE the target is the server and only the
  * configured client public key is admitted (a ZAP handler checks it).
+ *
+ * One draft is served at a time, and a healthy one keeps its place: while the
+ * accepted draft's connection is up and it was heard within 3 heartbeat
+ * periods, a hello from any other peer is answered by the link itself with an
+ * error reply (MS_ERR_PEER, "a draft is already connected ...") and never
+ * reaches the caller. A newcomer is admitted only once the old draft is gone.
+ *
+ * Link secret (opts.secret_file; cluster/launch.sh makes one per cluster):
+ * both ends read the same secret, and the target admits a hello only with a
+ * proof of it. The target answers a hello without a valid proof with a refused
+ * hello_ack carrying a nonce (16 random bytes, renewed after each accepted
+ * proof, so a proof cannot be replayed); the draft's link answers it by itself
+ * with the hello again, auth = HMAC-SHA256(secret, "microspec-link-hello-v1" ||
+ * nonce). A hello from the already accepted draft needs no new proof (its
+ * connection was authenticated). A draft without the secret, or with another
+ * one, gets the refusal back from ms_link_recv (after a few answered
+ * challenges). This authenticates the draft, it does not encrypt: use CURVE
+ * across hosts.
  *
  * Not thread-safe: one thread at a time (callers serialise with a mutex).
  */
@@ -25,6 +42,9 @@ typedef struct {
     bool curve;
     const char *server_public, *server_secret; /* Z85, 40 chars */
     const char *client_public, *client_secret;
+    /* "" / NULL: none. A file of at least 16 bytes (trailing white space
+     * ignored) that only its owner may read (mode 0600 or stricter). */
+    const char *secret_file;
 } ms_link_opts;
 
 typedef struct ms_link ms_link;
@@ -47,7 +67,8 @@ ms_status ms_link_send(ms_link *l, const ms_wire_msg *m);
 ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out);
 
 /* Target: make the sender of the last received hello the draft peer (or
- * refuse it); answers with a hello_ack either way. */
+ * refuse it); answers with a hello_ack either way. Only hellos that passed the
+ * link's own checks (secret, a healthy draft keeps its place) reach the caller. */
 ms_status ms_link_accept_peer(ms_link *l, bool accept, const char *reason);
 /* Target: the last received message came from the accepted draft (e.g. a
  * repeated hello of a draft that thought the target went silent). */
@@ -74,11 +95,16 @@ void ms_link_tick(ms_link *l);
  * same way. The sender's hello offer is the caller's (ms_xfer_local). */
 void ms_link_set_xfer(ms_link *l, ms_xfer *x);
 
-/* Message counters of the link. */
+/* Message counters of the link. Target: hellos refused for the link secret
+ * (challenges included) and for a healthy draft already in place. */
 typedef struct {
     int64_t sent, received, decode_errors, heartbeats;
+    int64_t auth_refused, busy_refused;
 } ms_link_counters;
 ms_link_counters ms_link_counters_get(const ms_link *l);
+
+/* HMAC-SHA256 (RFC 2104 over FIPS 180-4), the link secret's proof. */
+void ms_link_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_t msg_len, uint8_t out[32]);
 
 /* Fingerprint of a file's bytes (FNV-1a 64, hex) for the hello. */
 ms_status ms_link_fingerprint_file(const char *path, char out[17]);

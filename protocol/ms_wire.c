@@ -28,7 +28,7 @@ enum {
     K_ACCEPTED, K_REASON, K_PROMPT, K_K_PRE, K_TOPK_PRE, K_ROOT, K_TENSOR, K_N, K_TOKEN, K_PARENT,
     K_DEPTH, K_SCORE, K_STATS, K_N_PATH, K_PATH, K_BONUS, K_K_VER, K_VER_TOPK, K_CODE, K_MESSAGE,
     K_SEQ, K_T_NS, K_XFER_OFFER, K_GPU_UUID, K_HOST_ID, K_XFER_ROWS, K_IPC_MEM, K_IPC_EVENT, K_XFER, K_NCCL_ID,
-    K_COUNT
+    K_AUTH, K_NONCE, K_COUNT
 };
 
 static const char *const key_names[K_COUNT] = {
@@ -36,6 +36,7 @@ static const char *const key_names[K_COUNT] = {
     "accepted", "reason", "prompt", "k_pre", "topk_pre", "root", "tensor", "n", "token", "parent",
     "depth", "score", "stats", "n_path", "path", "bonus", "k_ver", "ver_topk", "code", "message",
     "seq", "t_ns", "xfer_offer", "gpu_uuid", "host_id", "xfer_rows", "ipc_mem", "ipc_event", "xfer", "nccl_id",
+    "auth", "nonce",
 };
 
 #define B(k) (UINT64_C(1) << (k))
@@ -51,9 +52,10 @@ static const struct {
 } type_info[MS_WIRE_TYPE_COUNT + 1] = {
     [MS_WIRE_HELLO] = {"hello",
                        B_ENV | B(K_ROLE) | B(K_MODEL_FP) | B(K_TOK_FP) | B(K_VOCAB) | B(K_HIDDEN) | B(K_KIND) |
-                           B(K_WANTS) | B(K_PID) | B_HELLO_XFER,
-                       B_HELLO_XFER},
-    [MS_WIRE_HELLO_ACK] = {"hello_ack", B_ENV | B(K_ACCEPTED) | B(K_REASON) | B_ACK_XFER, B_ACK_XFER},
+                           B(K_WANTS) | B(K_PID) | B_HELLO_XFER | B(K_AUTH),
+                       B_HELLO_XFER | B(K_AUTH)},
+    [MS_WIRE_HELLO_ACK] = {"hello_ack", B_ENV | B(K_ACCEPTED) | B(K_REASON) | B_ACK_XFER | B(K_NONCE),
+                           B_ACK_XFER | B(K_NONCE)},
     [MS_WIRE_BEGIN] = {"begin", B_ENV | B(K_PROMPT) | B(K_K_PRE) | B(K_TOPK_PRE) | B(K_ROOT) | B(K_TENSOR),
                        B(K_TENSOR)},
     [MS_WIRE_TREE] = {"tree",
@@ -408,6 +410,8 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
         n_opt += 3 + ((m->u.hello.xfer.offer & (1u << MS_WIRE_VIA_IPC)) ? 3 : 0);
     if (m->type == MS_WIRE_HELLO_ACK && m->u.ack.xfer != MS_WIRE_VIA_HOST)
         n_opt += m->u.ack.xfer == MS_WIRE_VIA_NCCL ? 2 : 1;
+    if (m->type == MS_WIRE_HELLO && !all_zero(m->u.hello.auth, MS_WIRE_AUTH_BYTES)) n_opt++;
+    if (m->type == MS_WIRE_HELLO_ACK && !all_zero(m->u.ack.nonce, MS_WIRE_NONCE_BYTES)) n_opt++;
     int n_keys = __builtin_popcountll(type_info[m->type].keys & ~type_info[m->type].optional) + 2 + n_opt;
     msgpack_pack_map(&pk, (size_t)n_keys);
     put_i64(&pk, "v", MS_PROTO_VERSION);
@@ -435,6 +439,7 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
                 put_hex(&pk, "ipc_event", h->xfer.ipc_event, MS_WIRE_IPC_HANDLE_BYTES);
             }
         }
+        if (!all_zero(h->auth, MS_WIRE_AUTH_BYTES)) put_hex(&pk, "auth", h->auth, MS_WIRE_AUTH_BYTES);
         break;
     }
     case MS_WIRE_HELLO_ACK:
@@ -442,6 +447,7 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
         put_kstr(&pk, "reason", m->u.ack.reason);
         if (m->u.ack.xfer != MS_WIRE_VIA_HOST) put_kstr(&pk, "xfer", via_names[m->u.ack.xfer]);
         if (m->u.ack.xfer == MS_WIRE_VIA_NCCL) put_hex(&pk, "nccl_id", m->u.ack.nccl_id, MS_WIRE_NCCL_ID_BYTES);
+        if (!all_zero(m->u.ack.nonce, MS_WIRE_NONCE_BYTES)) put_hex(&pk, "nonce", m->u.ack.nonce, MS_WIRE_NONCE_BYTES);
         break;
     case MS_WIRE_BEGIN: {
         const ms_msg_begin *b = &m->u.begin;
@@ -967,6 +973,8 @@ static ms_status rd_field(rd *r, int k, ms_wire_msg *m, dstate *d) {
     case K_IPC_EVENT: return rd_hex(r, f, m->u.hello.xfer.ipc_event, MS_WIRE_IPC_HANDLE_BYTES);
     case K_XFER: return rd_via(r, f, &m->u.ack.xfer);
     case K_NCCL_ID: return rd_hex(r, f, m->u.ack.nccl_id, MS_WIRE_NCCL_ID_BYTES);
+    case K_AUTH: return rd_hex(r, f, m->u.hello.auth, MS_WIRE_AUTH_BYTES);
+    case K_NONCE: return rd_hex(r, f, m->u.ack.nonce, MS_WIRE_NONCE_BYTES);
     }
     RFAIL(r, MS_ERR_INTERNAL, "no reader for key %d", k);
 }
@@ -1110,10 +1118,17 @@ ms_status ms_wire_decode(const void *ctrl, size_t ctrl_len, const void *tensor, 
     if (has_tensor && out->type != MS_WIRE_BEGIN && out->type != MS_WIRE_VERIFY)
         RFAIL(&r, MS_ERR_FORMAT, "a tensor frame of %zu bytes came with a message that carries none", tensor_len);
     switch (out->type) {
-    case MS_WIRE_HELLO: MS_TRY(finish_hello(&r, &out->u.hello.xfer, seen)); break;
+    case MS_WIRE_HELLO:
+        MS_TRY(finish_hello(&r, &out->u.hello.xfer, seen));
+        /* all zero means absent: a present one must not be, or bytes would not round-trip */
+        if ((seen & B(K_AUTH)) && all_zero(out->u.hello.auth, MS_WIRE_AUTH_BYTES))
+            RFAIL(&r, MS_ERR_FORMAT, "field 'auth' is all zero");
+        break;
     case MS_WIRE_HELLO_ACK:
         if ((out->u.ack.xfer == MS_WIRE_VIA_NCCL) != !!(seen & B(K_NCCL_ID)))
             RFAIL(&r, MS_ERR_FORMAT, "field 'nccl_id' %s", seen & B(K_NCCL_ID) ? "without xfer 'nccl'" : "missing for xfer 'nccl'");
+        if ((seen & B(K_NONCE)) && all_zero(out->u.ack.nonce, MS_WIRE_NONCE_BYTES))
+            RFAIL(&r, MS_ERR_FORMAT, "field 'nonce' is all zero");
         break;
     case MS_WIRE_BEGIN: {
         ms_msg_begin *b = &out->u.begin;
@@ -1205,6 +1220,7 @@ bool ms_wire_msg_equal(const ms_wire_msg *a, const ms_wire_msg *b, char *why, si
         if (p->max_rows != q->max_rows) DIFF("hello.xfer.max_rows");
         if (memcmp(p->ipc_mem, q->ipc_mem, sizeof p->ipc_mem)) DIFF("hello.xfer.ipc_mem");
         if (memcmp(p->ipc_event, q->ipc_event, sizeof p->ipc_event)) DIFF("hello.xfer.ipc_event");
+        if (memcmp(x->auth, y->auth, sizeof x->auth)) DIFF("hello.auth");
         break;
     }
     case MS_WIRE_HELLO_ACK:
@@ -1212,6 +1228,7 @@ bool ms_wire_msg_equal(const ms_wire_msg *a, const ms_wire_msg *b, char *why, si
         if (strcmp(a->u.ack.reason, b->u.ack.reason)) DIFF("hello_ack.reason");
         if (a->u.ack.xfer != b->u.ack.xfer) DIFF("hello_ack.xfer");
         if (memcmp(a->u.ack.nccl_id, b->u.ack.nccl_id, sizeof a->u.ack.nccl_id)) DIFF("hello_ack.nccl_id");
+        if (memcmp(a->u.ack.nonce, b->u.ack.nonce, sizeof a->u.ack.nonce)) DIFF("hello_ack.nonce");
         break;
     case MS_WIRE_BEGIN: {
         const ms_msg_begin *x = &a->u.begin, *y = &b->u.begin;

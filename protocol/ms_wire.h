@@ -17,10 +17,13 @@
  *              1<<MS_WIRE_VIA_NCCL), gpu_uuid (32 hex), host_id (str ≤ 64),
  *              xfer_rows (1..MS_WIRE_XFER_ROWS_MAX), ipc_mem, ipc_event (128 hex
  *              each: cudaIpcMemHandle_t / cudaIpcEventHandle_t); gpu_uuid is
- *              required with any bit, xfer_rows/ipc_mem/ipc_event with the ipc bit
+ *              required with any bit, xfer_rows/ipc_mem/ipc_event with the ipc bit;
+ *              optional auth (64 hex: the link-secret proof, ms_link.h), absent
+ *              when all zero
  *   hello_ack  accepted (bool), reason (str ≤ 255), optional xfer ("ipc"|"nccl":
  *              the transport chosen; absent = host) and nccl_id (256 hex, the
- *              ncclUniqueId; present exactly when xfer is "nccl")
+ *              ncclUniqueId; present exactly when xfer is "nccl"), optional nonce (32
+ *              hex: a link-secret challenge, ms_link.h; absent when all zero)
  *   begin      prompt [n_prompt ids], k_pre, topk_pre [n_prompt·k_pre ids], root, tensor?
  *   tree       n, token [n], parent [n], depth [n], score [n] (float32),
  *              stats {backbone_ns, head_ns, vocab_ns, vocab_size, covered, emitted}
@@ -80,6 +83,8 @@ typedef enum { MS_WIRE_VIA_HOST = 0, MS_WIRE_VIA_IPC = 1, MS_WIRE_VIA_NCCL = 2 }
 #define MS_WIRE_IPC_HANDLE_BYTES 64 /* CUDA_IPC_HANDLE_SIZE */
 #define MS_WIRE_NCCL_ID_BYTES 128   /* NCCL_UNIQUE_ID_BYTES */
 #define MS_WIRE_XFER_ROWS_MAX (INT64_C(1) << 20)
+#define MS_WIRE_AUTH_BYTES 32  /* hello.auth: HMAC-SHA256 */
+#define MS_WIRE_NONCE_BYTES 16 /* hello_ack.nonce */
 
 /* A hello's tensor-transport offer. offer == 0: a host-only peer (none of its
  * keys is sent, so such a hello has the same bytes as before transports). */
@@ -114,6 +119,7 @@ typedef struct {
     bool wants_features;
     int64_t pid; /* 0..INT32_MAX */
     ms_wire_xfer xfer; /* optional tensor-transport offer (zeroed: none) */
+    uint8_t auth[MS_WIRE_AUTH_BYTES]; /* proof of the link secret for the target's nonce (all zero: none) */
 } ms_wire_hello;
 
 typedef struct {
@@ -121,6 +127,7 @@ typedef struct {
     char reason[MS_WIRE_REASON_MAX + 1];
     ms_wire_via xfer;                          /* transport chosen by the target (host: keys absent) */
     uint8_t nccl_id[MS_WIRE_NCCL_ID_BYTES];    /* xfer == nccl: the communicator's ncclUniqueId */
+    uint8_t nonce[MS_WIRE_NONCE_BYTES];        /* a link-secret challenge to answer in the next hello (all zero: none) */
 } ms_wire_hello_ack;
 
 typedef struct {

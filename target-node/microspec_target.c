@@ -1,8 +1,10 @@
 /* microspec-target — the target node: serves the OpenAI-compatible HTTP API,
  * verifies the draft node's trees, and finishes alone whenever the draft is
  * gone, slow or wrong (DESIGN §4, §7). */
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +62,18 @@ static void usage(FILE *f) {
             "SIGINT/SIGTERM. Logs go to stderr.\n"
             "\n"
             "  -c, --config FILE   cluster configuration (libconfig; see cluster/configs/)\n"
+            "  --link-secret FILE  the link secret (overrides link.secret_file; cluster/launch.sh\n"
+            "                      passes the one it makes for the cluster)\n"
             "  -h, --help          this text\n");
+}
+
+/* A model path that is not there is reported the same way by both nodes
+ * ("PATH: no such file or directory (KEY)"), before any loading or logging. */
+static bool model_path_ok(const char *key, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0) return true;
+    MS_LOG_ERROR("%s: %s (%s)", path, errno == ENOENT ? "no such file or directory" : strerror(errno), key);
+    return false;
 }
 
 /* ---- the draft's hello ------------------------------------------------------ */
@@ -260,14 +273,19 @@ static void backend_metrics(void *ctx, FILE *out) {
     fprintf(out, "# TYPE microspec_draft_joins_total counter\nmicrospec_draft_joins_total %lld\n",
             (long long)atomic_load(&s->draft_joins));
     pthread_mutex_lock(&s->mu);
-    double med, p99;
+    double med, p99, sum_us = 0;
     ms_quantiles(s->link_us, s->n_link, &med, &p99);
+    for (int64_t i = 0; i < s->n_link; i++) sum_us += s->link_us[i];
     int64_t n = s->n_link;
     pthread_mutex_unlock(&s->mu);
-    fprintf(out, "# HELP microspec_link_round_us Link cost per speculative round: port time minus draft work.\n");
-    fprintf(out, "# TYPE microspec_link_round_us summary\n");
-    fprintf(out, "microspec_link_round_us{quantile=\"0.5\"} %.1f\nmicrospec_link_round_us{quantile=\"0.99\"} %.1f\n", med, p99);
-    fprintf(out, "microspec_link_round_us_count %lld\n", (long long)n);
+    /* Prometheus conventions: base unit seconds, a summary with _sum and _count
+     * (over the first LINK_SAMPLES_MAX rounds, which the quantiles describe). */
+    fprintf(out, "# HELP microspec_link_round_seconds Link cost per speculative round: port time minus draft work.\n");
+    fprintf(out, "# TYPE microspec_link_round_seconds summary\n");
+    fprintf(out, "microspec_link_round_seconds{quantile=\"0.5\"} %.9f\n", med * 1e-6);
+    fprintf(out, "microspec_link_round_seconds{quantile=\"0.99\"} %.9f\n", p99 * 1e-6);
+    fprintf(out, "microspec_link_round_seconds_sum %.9f\nmicrospec_link_round_seconds_count %lld\n", sum_us * 1e-6,
+            (long long)n);
     fprintf(out, "# HELP microspec_draft_failures_total Requests whose draft failed mid-way (finished alone).\n");
     fprintf(out, "# TYPE microspec_draft_failures_total counter\nmicrospec_draft_failures_total %lld\n",
             (long long)atomic_load(&s->draft_failures));
@@ -278,13 +296,15 @@ static void backend_metrics(void *ctx, FILE *out) {
 int main(int argc, char **argv) {
     ms_k_cpu_fix_blas_core(argv);
     ms_log_set_role("target");
-    const char *cfg_path = NULL;
+    const char *cfg_path = NULL, *secret_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
         } else if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
             cfg_path = argv[++i];
+        } else if (!strcmp(argv[i], "--link-secret") && i + 1 < argc) {
+            secret_path = argv[++i];
         } else {
             fprintf(stderr, "microspec-target: unexpected argument '%s' (see --help)\n", argv[i]);
             return 2;
@@ -301,7 +321,7 @@ int main(int argc, char **argv) {
     ms_log_level_parse(c->log.level, &lvl); /* the config loader allows only known names */
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
     if (c->log.dir[0] && ms_log_to_dir(c->log.dir, "target", NULL, 0) < 0) return 2;
-    ms_cfg_log(c);
+    if (!model_path_ok("target.model", c->target.model)) return 1;
     ms_k_cpu_set_threads((int)c->target.threads);
     pthread_mutex_init(&s.mu, NULL);
     s.link_us = ms_malloc(LINK_SAMPLES_MAX * sizeof *s.link_us);
@@ -313,6 +333,7 @@ int main(int argc, char **argv) {
     if (ms_tok_load_path(c->target.model, &s.tok) < 0 || ms_link_fingerprint_tokenizer(c->target.model, s.tok_fp) < 0) goto done;
     ms_model_opts mo = {.max_ctx = c->target.max_ctx, .device = c->target.device}; /* "cpu" | "cuda:N" */
     if (ms_model_load(c->target.model, &mo, &s.model) < 0 || ms_tgt_new(s.model, &s.tgt) < 0) goto done;
+    ms_cfg_log(c); /* after the model: a failed load's reason is not buried under the settings */
     s.V = ms_model_vocab(s.model);
     s.d = ms_model_config(s.model)->hidden_size;
 
@@ -324,7 +345,8 @@ int main(int argc, char **argv) {
                            .curve = c->link.curve.enabled,
                            .server_public = c->link.curve.server_public,
                            .server_secret = c->link.curve.server_secret,
-                           .client_public = c->link.curve.client_public};
+                           .client_public = c->link.curve.client_public,
+                           .secret_file = secret_path ? secret_path : c->link.secret_file};
         if (ms_link_bind(&lo, &s.link) < 0) goto done;
         if (!strcmp(c->draft.kind, "eagle")) {
             /* The target's features are host f32 today: on a GPU the transport

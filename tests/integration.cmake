@@ -20,7 +20,11 @@ set(MS_ITESTS
     cluster_twohosts 180
     cluster_stream 180
     cluster_ops 240
-    cluster_launch 240)
+    cluster_launch 240
+    cluster_hello 240
+    cluster_promtool 180
+    cluster_openai 180
+    cluster_badpath 120)
 while(MS_ITESTS)
   list(POP_FRONT MS_ITESTS name timeout)
   string(REGEX REPLACE "^cluster_equiv_.*" "cluster_equiv" script ${name})

@@ -387,7 +387,7 @@ static const char *const g_full =
     "tree = { top_k = 4; depth = 3; total = 12; chain = true; };\n"
     "pipeline = \"overlap\";\n"
     "link = { endpoint = \"ipc:///tmp/x.sock\"; deadline_ms = 7; heartbeat_ms = 11; reconnect_ms = 13;\n"
-    "         max_message_bytes = 2147483648L; tensor = \"nccl\";\n"
+    "         max_message_bytes = 2147483648L; tensor = \"nccl\"; secret_file = \"/run/ms/link.secret\";\n"
     "         curve = { enabled = true; server_public = \"" K_SP "\"; server_secret = \"" K_SS "\";\n"
     "                   client_public = \"" K_CP "\"; client_secret = \"" K_CS "\"; }; };\n"
     "http = { listen = \"0.0.0.0\"; port = 9; queue = 1; max_tokens_default = 5; max_tokens_limit = 6;\n"

@@ -174,7 +174,8 @@ static void test_load_dir(const char *path, const char *dir) {
     CHECK(ms_tok_load_dir(md, &t) == MS_OK && t, "load_dir with tokenizer.bin");
     if (t) {
         CHECK(ms_tok_vocab_size(t) == 512, "vocab size %lld", (long long)ms_tok_vocab_size(t));
-        CHECK(ms_tok_bos(t) == 1 && ms_tok_is_eos(t, 2) && !ms_tok_is_eos(t, 1), "bos/eos");
+        /* BOS ends generation too, as in run.c (`if (next == 1) break`) */
+        CHECK(ms_tok_bos(t) == 1 && ms_tok_is_eos(t, 2) && ms_tok_is_eos(t, 1) && !ms_tok_is_eos(t, 0), "bos/eos");
         CHECK(ms_tok_chat_kind(t) == MS_CHAT_NONE, "no chat template");
     }
     ms_tok_free(&t);

@@ -120,11 +120,16 @@ static void gen(ms_rng *r, ms_wire_type type, int mode, int64_t max_prompt, stor
         h->hidden = mode == SZ_MAX ? MS_WIRE_FEAT_DIM_MAX : mode == SZ_MIN ? 1 : rnd(r, 1, 16384);
         h->wants_features = rnd(r, 0, 1);
         h->pid = mode == SZ_MAX ? INT32_MAX : mode == SZ_MIN ? 0 : rnd(r, 1, 4000000);
+        if (mode == SZ_MAX || (mode != SZ_MIN && rnd(r, 0, 1))) /* the optional link-secret proof */
+            for (int i = 0; i < MS_WIRE_AUTH_BYTES; i++) h->auth[i] = (uint8_t)(i == 0 ? rnd(r, 1, 255) : rnd(r, 0, 255));
         break;
     }
     case MS_WIRE_HELLO_ACK:
         m->u.ack.accepted = rnd(r, 0, 1);
         rnd_str(r, m->u.ack.reason, MS_WIRE_REASON_MAX, mode);
+        if (mode == SZ_MAX || (mode != SZ_MIN && rnd(r, 0, 1))) /* the optional challenge */
+            for (int i = 0; i < MS_WIRE_NONCE_BYTES; i++)
+                m->u.ack.nonce[i] = (uint8_t)(i == MS_WIRE_NONCE_BYTES - 1 ? rnd(r, 1, 255) : rnd(r, 0, 255));
         break;
     case MS_WIRE_CANCEL: rnd_str(r, m->u.cancel.reason, MS_WIRE_REASON_MAX, mode); break;
     case MS_WIRE_ERROR:
@@ -215,6 +220,15 @@ static bool obj_ids(const msgpack_object *o, const int32_t *want, int64_t n) {
         if (!obj_i64(&o->via.array.ptr[i], want[i])) return false;
     return true;
 }
+/* An optional byte field: absent when all zero, else lowercase hex of the bytes. */
+static bool obj_hex_opt(const msgpack_object *o, const uint8_t *want, size_t n) {
+    bool zero = true;
+    for (size_t i = 0; i < n; i++) zero = zero && !want[i];
+    if (zero) return !o;
+    char hex[2 * 256 + 1];
+    for (size_t i = 0; i < n; i++) snprintf(hex + 2 * i, 3, "%02x", want[i]);
+    return obj_str(o, hex);
+}
 
 /* frame 0 as msgpack-c reads it, against the message it came from. */
 static void check_with_msgpackc(const ms_wire_buf *b, const ms_wire_msg *m, const char *label) {
@@ -279,6 +293,10 @@ static void check_with_msgpackc(const ms_wire_buf *b, const ms_wire_msg *m, cons
         CHECK(obj_str(mget(o, "role"), m->u.hello.role == MS_WIRE_ROLE_TARGET ? "target" : "draft") &&
                   obj_str(mget(o, "model_fp"), m->u.hello.model_fp) && obj_i64(mget(o, "vocab"), m->u.hello.vocab),
               "%s: hello fields", label);
+        CHECK(obj_hex_opt(mget(o, "auth"), m->u.hello.auth, MS_WIRE_AUTH_BYTES), "%s: auth (absent when zero)", label);
+        break;
+    case MS_WIRE_HELLO_ACK:
+        CHECK(obj_hex_opt(mget(o, "nonce"), m->u.ack.nonce, MS_WIRE_NONCE_BYTES), "%s: nonce (absent when zero)", label);
         break;
     case MS_WIRE_ERROR:
         CHECK(obj_i64(mget(o, "code"), m->u.error.code) && obj_str(mget(o, "message"), m->u.error.message),
@@ -545,9 +563,11 @@ static void test_comparator(void) {
     b = a, b.u.hello.hidden++, expect_differs(&a, &b, "hello.hidden");
     b = a, b.u.hello.wants_features = false, expect_differs(&a, &b, "hello.wants_features");
     b = a, b.u.hello.pid++, expect_differs(&a, &b, "hello.pid");
+    b = a, b.u.hello.auth[31] = 1, expect_differs(&a, &b, "hello.auth");
     example(MS_WIRE_HELLO_ACK, &a);
     b = a, b.u.ack.accepted = true, expect_differs(&a, &b, "hello_ack.accepted");
     b = a, b.u.ack.reason[0] = 'x', expect_differs(&a, &b, "hello_ack.reason");
+    b = a, b.u.ack.nonce[0] = 1, expect_differs(&a, &b, "hello_ack.nonce");
     example(MS_WIRE_BEGIN, &a);
     memcpy(ids, ex_prompt, sizeof(ex_prompt));
     ids[5]++;
@@ -939,6 +959,8 @@ static void test_field_errors(ms_wire_arena *a) {
     CASE(MS_WIRE_VERIFY, *mm_get(x.root, "k_ver") = (msgpack_object){.type = MSGPACK_OBJECT_BOOLEAN}, MS_ERR_FORMAT, "'k_ver' is a bool");
     /* hello, hello_ack, error, heartbeat, cancel */
     static char long_fp[MS_WIRE_FP_MAX + 2];
+    static char zero_auth[2 * MS_WIRE_AUTH_BYTES + 1];
+    memset(zero_auth, '0', 2 * MS_WIRE_AUTH_BYTES);
     memset(long_fp, 'a', MS_WIRE_FP_MAX + 1);
     CASE(MS_WIRE_HELLO, *mm_get(x.root, "model_fp") = mm_str(long_fp), MS_ERR_RANGE, "'model_fp' has 129 bytes, at most 128");
     CASE(MS_WIRE_HELLO, (o = mm_get(x.root, "tok_fp"), o->via.str.size = 3, o->via.str.ptr = "a\0b"), MS_ERR_FORMAT, "'tok_fp' holds a NUL");
@@ -946,6 +968,12 @@ static void test_field_errors(ms_wire_arena *a) {
     CASE(MS_WIRE_HELLO, *mm_get(x.root, "wants_features") = mm_int(1), MS_ERR_FORMAT, "'wants_features' is an integer, expected a bool");
     CASE(MS_WIRE_HELLO, *mm_get(x.root, "vocab") = mm_int(0), MS_ERR_RANGE, "'vocab' is 0");
     CASE(MS_WIRE_HELLO, *mm_get(x.root, "hidden") = mm_int(MS_WIRE_FEAT_DIM_MAX + 1), MS_ERR_RANGE, "'hidden' is 65537");
+    CASE(MS_WIRE_HELLO, mm_add(&x, x.root, -1, "auth", mm_str(zero_auth)), MS_ERR_FORMAT, "field 'auth' is all zero");
+    CASE(MS_WIRE_HELLO, mm_add(&x, x.root, -1, "auth", mm_str("00ff")), MS_ERR_FORMAT, "'auth' has 4 characters, expected 64 hex digits");
+    CASE(MS_WIRE_HELLO, mm_add(&x, x.root, -1, "nonce", mm_str(zero_auth + 32)), MS_ERR_FORMAT, "hello: control map: unknown key 'nonce'");
+    CASE(MS_WIRE_HELLO_ACK, mm_add(&x, x.root, -1, "nonce", mm_str(zero_auth + 32)), MS_ERR_FORMAT, "field 'nonce' is all zero");
+    CASE(MS_WIRE_HELLO_ACK, mm_add(&x, x.root, -1, "nonce", mm_str("0123456789ABCDEF0123456789abcdef")), MS_ERR_FORMAT, "'nonce': character 10 is not a lowercase hex digit");
+    CASE(MS_WIRE_HELLO_ACK, mm_add(&x, x.root, -1, "auth", mm_str(zero_auth)), MS_ERR_FORMAT, "hello_ack: control map: unknown key 'auth'");
     CASE(MS_WIRE_HELLO_ACK, mm_del(x.root, "accepted"), MS_ERR_FORMAT, "hello_ack: missing field 'accepted'");
     CASE(MS_WIRE_ERROR, *mm_get(x.root, "code") = mm_int(0), MS_ERR_RANGE, "'code' is 0");
     CASE(MS_WIRE_ERROR, *mm_get(x.root, "message") = (msgpack_object){.type = MSGPACK_OBJECT_NIL}, MS_ERR_FORMAT, "'message' is nil");

@@ -5,3 +5,8 @@
 ms_add_test(test_wire test_wire.c LIBS ms_protocol LABELS protocol unit TIMEOUT 120)
 ms_add_fuzz(fuzz_wire fuzz/fuzz_wire.c 20)
 target_link_libraries(fuzz_wire PRIVATE ms_protocol)
+# Who may be the target's draft (protocol/ms_link.h): HMAC-SHA256 against RFC 4231
+# and Python's hmac, the link secret's challenge/proof (no proof, another secret,
+# a replayed proof), and a healthy draft that keeps its place against a second one
+# (with and without a secret), over real ms_link ends on an ipc:// endpoint.
+ms_add_test(test_link_auth test_link_auth.c LIBS ms_protocol LABELS protocol unit TIMEOUT 120)

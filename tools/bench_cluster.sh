@@ -84,8 +84,9 @@ CFG
     done
     metrics=$(curl -s "$url/metrics")
     RUN_DIR=$run bash "$root/cluster/stop.sh" >/dev/null 2>&1
-    med=$(sed -nE 's/^microspec_link_round_us\{quantile="0.5"\} ([0-9.]+)/\1/p' <<<"$metrics")
-    p99=$(sed -nE 's/^microspec_link_round_us\{quantile="0.99"\} ([0-9.]+)/\1/p' <<<"$metrics")
+    # microspec_link_round_seconds (base unit) → microseconds for the table
+    med=$(awk -F'} ' '/^microspec_link_round_seconds\{quantile="0.5"\}/ { printf "%.1f", $2 * 1e6 }' <<<"$metrics")
+    p99=$(awk -F'} ' '/^microspec_link_round_seconds\{quantile="0.99"\}/ { printf "%.1f", $2 * 1e6 }' <<<"$metrics")
     read -r tps acc < <(python3 -c '
 import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -24,8 +24,9 @@ packages=(
   libutf8proc-dev                   # tokenizer NFC normalizer (Qwen)
   libopenblas-dev                   # CPU GEMM
   libmicrohttpd-dev                 # HTTP API on the target node
-  python3                           # test helpers and report scripts
+  python3 python3-pip               # test helpers and report scripts; pip for the openai client (below)
   curl iproute2                     # integration tests
+  prometheus                        # promtool check metrics on /metrics (~19 MB; the server is not started)
   gnuplot-nox                       # PNG plots of results/coverage (tools/coverage_report.sh)
 )
 
@@ -36,8 +37,32 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# Python packages the tests use (pip, for the user running this): the official
+# OpenAI client (tests/integration/test_cluster_openai.sh); ggml's `gguf`
+# reader and numpy (the GGUF golden checks and the float64 reference forward).
+# A failed pip install is reported and the tests that need it skip; it does
+# not stop the build.
+py_mods=(openai gguf numpy)
+py_pkgs=(openai gguf==0.19.0 numpy)
+python_deps() {
+  local i want=()
+  for i in "${!py_mods[@]}"; do
+    python3 -c "import ${py_mods[$i]}" 2>/dev/null || want+=("${py_pkgs[$i]}")
+  done
+  if [ ${#want[@]} -eq 0 ]; then
+    echo "install-deps: python3 has ${py_mods[*]}" >&2
+    return 0
+  fi
+  echo "install-deps: pip installing ${want[*]} for $(python3 --version 2>&1)" >&2
+  python3 -m pip install --quiet "${want[@]}" 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages "${want[@]}" ||
+    echo "install-deps: pip install ${want[*]} failed (the tests that need them will be skipped)" >&2
+  return 0
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present" >&2
+  python_deps
   exit 0
 fi
 
@@ -50,3 +75,4 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+python_deps

@@ -13,6 +13,12 @@
  *   itest-tool disconnect HOST PORT BODY_FILE         stream a completion, read one chunk, close
  *   itest-tool keypair                                CURVE key pair (public, secret) in Z85
  *   itest-tool poke-target ENDPOINT MODEL_DIR VOCAB MAX_MSG_BYTES
+ *   itest-tool hello ENDPOINT MODEL_DIR VOCAB EXPECT [SECRET_FILE]
+ *                                                     a stranger's hello with the model's real fingerprints
+ *                                                     through an ms_link (answering the target's challenge
+ *                                                     when SECRET_FILE is given); EXPECT is the reply:
+ *                                                     auth-required | auth-failed | busy | accepted |
+ *                                                     wrong-tokenizer (then the hello's tok_fp is wrong)
  *   itest-tool fake-target ENDPOINT READY_FILE
  *   itest-tool flood HOST PORT N_IDLE N_TRICKLE MAX_S READY_FILE
  *                                                     hold N_IDLE silent and N_TRICKLE trickling (a header
@@ -580,24 +586,79 @@ static int cmd_poke_target(int argc, char **argv) {
     send_msg(s, NULL, &bad);
     got = recv_msg(s, false, NULL, 3000, &r);
     describe("hello, wrong tokenizer", got, &r);
-    EXPECT(got == 1 && r.type == MS_WIRE_HELLO_ACK && !r.u.ack.accepted, "hello with a wrong tokenizer: expected a refusal");
+    /* the live draft keeps its place before the tokenizer is even compared */
+    EXPECT(got == 1 && ((r.type == MS_WIRE_HELLO_ACK && !r.u.ack.accepted) ||
+                        (r.type == MS_WIRE_ERROR && r.u.error.code == MS_ERR_PEER)),
+           "hello with a wrong tokenizer: expected a refusal");
 
-    /* 9. a hello that matches (this socket becomes the target's draft for a
-     *    moment), then a tree for a request that does not exist: dropped or
-     *    answered, never acted on. The real draft announces itself again. */
+    /* 9. a hello that matches while the real draft is alive: refused with an
+     *    error (a healthy draft is not evicted), then a tree for a request
+     *    that does not exist: answered as from an unknown peer, never acted on. */
     send_frame(s, NULL, hp, hn);
     got = recv_msg(s, false, NULL, 3000, &r);
     describe("hello, matching", got, &r);
-    EXPECT(got == 1 && r.type == MS_WIRE_HELLO_ACK && r.u.ack.accepted, "matching hello: expected acceptance");
+    EXPECT(got == 1 && r.type == MS_WIRE_ERROR && r.u.error.code == MS_ERR_PEER &&
+               strstr(r.u.error.message, "already connected"),
+           "matching hello while the draft is alive: expected an error reply");
     t = tree_msg(777, 99);
     send_msg(s, NULL, &t);
     got = recv_msg(s, false, NULL, 1000, &r);
-    describe("tree round 99 (as the draft)", got, &r);
-    EXPECT(got == 0 || (got == 1 && r.type == MS_WIRE_ERROR), "stray tree: expected no reply or an error");
+    describe("tree round 99 (refused stranger)", got, &r);
+    EXPECT(got == 1 && r.type == MS_WIRE_ERROR && r.u.error.code == MS_ERR_PEER, "stray tree: expected an error");
     free(hp);
     zmq_close(s);
     zmq_ctx_term(ctx);
     return g_fail ? 1 : 0;
+}
+
+/* A stranger's hello through a real ms_link: with SECRET_FILE the link answers
+ * the target's challenge like a draft node's would. */
+static int cmd_hello(int argc, char **argv) {
+    if (argc != 4 && argc != 5) return 2;
+    const char *want = argv[3];
+    if (strcmp(want, "auth-required") && strcmp(want, "auth-failed") && strcmp(want, "busy") &&
+        strcmp(want, "accepted") && strcmp(want, "wrong-tokenizer"))
+        return 2;
+    char tok_fp[17] = "", model_fp[17] = "", path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", argv[1]);
+    if (access(path, R_OK) != 0) snprintf(path, sizeof path, "%s/tokenizer.bin", argv[1]);
+    if (ms_link_fingerprint_file(path, tok_fp) < 0) DIE("fingerprint %s", path);
+    snprintf(path, sizeof path, "%s/config.json", argv[1]);
+    if (ms_link_fingerprint_file(path, model_fp) < 0) DIE("fingerprint %s", path);
+    ms_link_opts o = {.endpoint = argv[0], .deadline_ms = 2000, .heartbeat_ms = 500,
+                      .secret_file = argc == 5 ? argv[4] : NULL};
+    ms_link *l = NULL;
+    if (ms_link_connect(&o, &l) < 0) DIE("cannot open a link to %s", argv[0]);
+    ms_wire_msg h = {.type = MS_WIRE_HELLO}, r;
+    h.u.hello.role = MS_WIRE_ROLE_DRAFT;
+    snprintf(h.u.hello.model_fp, sizeof h.u.hello.model_fp, "%s", model_fp);
+    snprintf(h.u.hello.tok_fp, sizeof h.u.hello.tok_fp, "%s",
+             strcmp(want, "wrong-tokenizer") ? tok_fp : "0123456789abcdef");
+    snprintf(h.u.hello.kind, sizeof h.u.hello.kind, "layerskip");
+    h.u.hello.vocab = atoll(argv[2]);
+    h.u.hello.hidden = 64;
+    h.u.hello.pid = (int64_t)getpid();
+    if (ms_link_send(l, &h) < 0) DIE("hello not sent");
+    const char *got = NULL;
+    char text[MS_WIRE_MESSAGE_MAX + 1] = "";
+    for (int i = 0; i < 100 && !got; i++) { /* ≤ 10 s */
+        if (ms_link_recv(l, 100, &r) != MS_OK) continue;
+        if (r.type == MS_WIRE_HELLO_ACK) {
+            snprintf(text, sizeof text, "%s", r.u.ack.reason);
+            got = r.u.ack.accepted                               ? "accepted"
+                  : strstr(r.u.ack.reason, "authentication required") ? "auth-required"
+                  : strstr(r.u.ack.reason, "authentication failed")   ? "auth-failed"
+                  : strstr(r.u.ack.reason, "tokenizer fingerprint")   ? "wrong-tokenizer"
+                                                                      : "refused";
+        } else if (r.type == MS_WIRE_ERROR) {
+            if (strstr(r.u.error.message, "not connected")) continue; /* our heartbeats before a place */
+            snprintf(text, sizeof text, "%s", r.u.error.message);
+            got = strstr(r.u.error.message, "already connected") ? "busy" : "error";
+        }
+    }
+    printf("hello from pid %lld: %s (%s)\n", (long long)h.u.hello.pid, got ? got : "no reply", text);
+    ms_link_close(&l);
+    return got && !strcmp(got, want) ? 0 : 1;
 }
 
 /* A fake target: bind a ROUTER where the draft connects, admit its hello, send
@@ -807,6 +868,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "disconnect")) rc = cmd_disconnect(ac, av);
     else if (!strcmp(c, "keypair")) rc = cmd_keypair(ac, av);
     else if (!strcmp(c, "poke-target")) rc = cmd_poke_target(ac, av);
+    else if (!strcmp(c, "hello")) rc = cmd_hello(ac, av);
     else if (!strcmp(c, "fake-target")) rc = cmd_fake_target(ac, av);
     else if (!strcmp(c, "flood")) rc = cmd_flood(ac, av);
     if (rc == 2) fprintf(stderr, "itest-tool: bad usage of '%s' (see the source header)\n", c);

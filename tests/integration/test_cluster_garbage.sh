@@ -3,10 +3,11 @@
 # link endpoint random bytes, a truncated hello, another protocol version, an
 # unknown message type, three frames, a tree for a request that does not
 # exist, an oversized frame (over link.max_message_bytes), a hello with the
-# wrong tokenizer, then joins with a matching hello and sends a stray tree:
-# each gets an error reply or is dropped (itest-tool poke-target checks the
-# replies), the target logs them, the real draft takes its place back, and a
-# normal request is then served correctly with speculation. (b) A fake target
+# wrong tokenizer and a matching hello (both refused: the healthy draft keeps
+# its place, issue 15; test_cluster_hello checks the tokenizer refusal) and a stray tree: each gets an error reply or is dropped
+# (itest-tool poke-target checks the replies), the target logs them, the real
+# draft never leaves, and a normal request is then served correctly with
+# speculation. (b) A fake target
 # (a ROUTER at the draft's endpoint) sends a draft node garbage, another
 # version, a verify for an unknown request and a tree: the draft answers with
 # errors or drops, then serves a valid begin → tree → verify → tree exchange.
@@ -36,16 +37,13 @@ expect_log() { # expect_log PATTERN MIN WHAT
 expect_log 'ERROR .*wire: ' 4 "decode errors (random, truncated, version, type)"
 expect_log 'more than two frames' 1 "three-frame message"
 expect_log 'dropped tree from an unknown peer' 1 "tree from a stranger"
-expect_log 'refused a draft .*tokenizer fingerprint' 1 "hello with the wrong tokenizer"
-expect_log "draft joined: kind layerskip, pid [0-9]+" 2 "the stranger's matching hello"
-expect_log 'request 777\)|dropped tree from an unknown peer' 2 "the stray tree as the draft"
+expect_log 'refused a second draft' 2 "the stranger's hellos (wrong tokenizer, matching)"
+expect_log 'dropped tree from an unknown peer' 2 "the stray trees"
 
-# The real draft announces itself again (the stranger displaced it); wait for it.
-deadline=$((SECONDS + 15))
-j0=$(grep -n "draft joined: kind layerskip, pid" "$tlog" | grep -v "pid $draft_pid," | tail -1 | cut -d: -f1)
-rejoined() { awk -v from="${j0:-0}" -v pat="pid $draft_pid," 'NR > from && /draft joined/ && index($0, pat) { f = 1 } END { exit !f }' "$tlog"; }
-until rejoined || [ $SECONDS -ge $deadline ]; do sleep 0.05; done
-rejoined || it_fail "the real draft did not take its place back"
+# The stranger never displaced the real draft: one join, the real one's.
+joins=$(grep -c "draft joined: kind layerskip, pid" "$tlog")
+[ "$joins" = 1 ] && grep -q "draft joined: kind layerskip, pid $draft_pid," "$tlog" ||
+  it_fail "target log: $joins draft joins, expected only the real draft's (pid $draft_pid)"
 it_wait_health "$URL" '"draft":"up"' 10 || it_fail "the draft is not up after the garbage"
 kill -0 "$draft_pid" 2>/dev/null || it_fail "the draft node died"
 kill -0 "$TARGET_PID" 2>/dev/null || it_die "the target node died"
