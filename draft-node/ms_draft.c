@@ -340,7 +340,10 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
                             .extra_ctx = MS_TREE_MAX + 1, /* as for eagle above */
                             .n_layers = o->kind == MS_DRAFT_LAYERSKIP ? o->layers : 0,
                             .device = o->device,
-                            .act = o->act};
+                            .act = o->act,
+                            /* GGUF: a draft's rounding only moves acceptance, never the
+                             * output: take the fast 8-bit-activation matmuls */
+                            .q8_matmul = !o->f32_matmul};
         if (o->kind == MS_DRAFT_LAYERSKIP && o->layers <= 0) {
             ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "layerskip draft: layers must be ≥ 1, got %lld",
                        (long long)o->layers);

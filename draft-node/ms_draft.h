@@ -44,6 +44,8 @@ typedef struct {
     ms_dtype act;           /* CUDA activation dtype (0: BF16) */
     ms_vocab_stream stream; /* dynamic: which stream feeds the window (default both = the paper's) */
     ms_dft_head lm_head;    /* default gathered */
+    bool f32_matmul;        /* GGUF drafts: exact f32 matmuls (default false: 8-bit activations,
+                               faster; a draft's rounding changes acceptance only) */
     bool host_head;         /* CUDA draft: keep the LM head on the host anyway (downloaded hidden
                                rows, host f32 head copy, CPU window): tests and the ablation.
                                Default false: a CUDA lm / layerskip draft runs its head, top-k and

@@ -35,6 +35,7 @@
 
 #include "cuda/ms_k_cuda_random.h"
 #include "ms_gguf.h"
+#include "ms_qdot.h"
 #include "ms_quant.h"
 #include "ms_safetensors.h"
 #include "ms_weights.h"
@@ -71,6 +72,9 @@ struct ms_model {
     layer_q *lq;       /* [n_layers] when gg */
     ms_qweight embed_q, lm_head_q; /* when gg */
     ms_k_rope rope_local; /* sliding-window layers' RoPE (Gemma 3); max_pos 0 when unused */
+    bool f32_matmul;      /* GGUF: ms_q_linear on f32 activations instead of ms_qdot_linear */
+    ms_q8_act act;        /* GGUF, 8-bit path: the quantized input of the next matmuls, [max_batch, ≤ max k] */
+    const void *act_src;  /* the f32 rows `act` was quantized from (checked by lin) */
     int64_t n_layers, d, hd, n_heads, n_kv, q_dim, kv_dim, ffn, vocab;
     const void *embed, *lm_head, *final_norm;
     layer_w *layers;
@@ -518,9 +522,23 @@ static ms_status load_gguf(ms_model *m, const char *path, const ms_model_opts *o
     if (m->cfg.act == MS_ACT_GELU_TANH && !m->ops->gelu_glu)
         MS_FAIL(MS_ERR_UNSUPPORTED, "%s: the %s op table has no GELU", path, m->ops->name);
     MS_TRY(set_shape(m, o, path));
+    /* The file's tokenizer must name exactly the embedding's rows: ids past
+     * either end would index nothing, or tokens the tokenizer cannot print. */
+    ms_gguf_vtype et;
+    int64_t n_tok = 0;
+    const void *tok_data;
+    if (ms_gguf_get_arr(m->gg, "tokenizer.ggml.tokens", &et, &n_tok, &tok_data) == MS_OK && n_tok != m->vocab)
+        MS_FAIL(MS_ERR_FORMAT, "%s: key 'tokenizer.ggml.tokens' has %lld tokens but tensor 'token_embd.weight' %lld rows",
+                path, (long long)n_tok, (long long)m->vocab);
     MS_LOG_INFO("%s: %s, %lld layers, d %lld, vocab %lld, loading", path, m->cfg.arch_name, (long long)m->n_layers,
                 (long long)m->d, (long long)m->vocab);
     MS_TRY(load_weights_gguf(m));
+    m->f32_matmul = !o->q8_matmul;
+    if (!m->f32_matmul) {
+        int64_t kmax = m->d > m->q_dim ? m->d : m->q_dim;
+        if (m->ffn > kmax) kmax = m->ffn;
+        MS_TRY(ms_q8_act_alloc(&m->act, m->max_batch, kmax));
+    }
     return alloc_state(m);
 }
 
@@ -623,6 +641,7 @@ void ms_model_free(ms_model **pm) {
     ms_weights_free(&m->weights);
     free(m->layers);
     free(m->lq);
+    ms_q8_act_free(&m->act);
     ms_k_rope_free(&m->rope);
     ms_k_rope_free(&m->rope_local);
     if (m->cuda_dev < 0) { /* on CUDA these are device buffers, freed above */
@@ -735,8 +754,23 @@ ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const 
  * came from GGUF, else w in the backend's dtype through the op table. */
 static void lin(const ms_model *m, void *y, const void *x, const void *w, const ms_qweight *q, const void *b,
                 int64_t n, int64_t k, int64_t mo) {
-    if (q) ms_q_linear(y, x, q, b, n);
-    else m->ops->linear(m->ops->ctx, y, x, w, b, n, k, mo);
+    if (!q) {
+        m->ops->linear(m->ops->ctx, y, x, w, b, n, k, mo);
+    } else if (m->f32_matmul) {
+        ms_q_linear(y, x, q, b, n);
+    } else {
+        /* x was quantized by quant() for this and the matmuls sharing it */
+        MS_ASSERT(m->act_src == x && m->act.n == n && m->act.k == k);
+        ms_qdot_linear(y, &m->act, q, b);
+    }
+}
+
+/* GGUF 8-bit path: quantize the n rows of x [n, k] once for every matmul that
+ * reads them (q, k, v; gate, up). A no-op otherwise. */
+static void quant(ms_model *m, const void *x, int64_t n, int64_t k) {
+    if (!m->gg || m->f32_matmul) return;
+    ms_q8_quantize(&m->act, x, n, k);
+    m->act_src = x;
 }
 
 /* The op sequence of one forward of n rows at cache rows [len, len + n).
@@ -769,6 +803,7 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
         void *vn = el(vc, m->len * m->kv_dim, m->es);
 
         k->rmsnorm(c, m->xb, m->x, w->attn_norm, n, d, eps);
+        quant(m, m->xb, n, d);
         lin(m, m->q, m->xb, w->wq, q ? &q->wq : NULL, w->bq, n, d, m->q_dim);
         lin(m, kn, m->xb, w->wk, q ? &q->wk : NULL, w->bk, n, d, m->kv_dim);
         lin(m, vn, m->xb, w->wv, q ? &q->wv : NULL, w->bv, n, d, m->kv_dim);
@@ -779,15 +814,18 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
         k->rope(c, m->q, n, m->n_heads, m->hd, pos, lrope);
         k->rope(c, kn, n, m->n_kv, m->hd, pos, lrope);
         k->attention(c, m->att, m->q, kc, vc, &ls, mask, m->scores);
+        quant(m, m->att, n, m->q_dim);
         lin(m, m->xb, m->att, w->wo, q ? &q->wo : NULL, w->bo, n, m->q_dim, d);
         if (w->post_attn_norm) k->rmsnorm(c, m->xb, m->xb, w->post_attn_norm, n, d, eps);
         k->add(c, m->x, m->xb, n * d);
 
         k->rmsnorm(c, m->xb, m->x, w->ffn_norm, n, d, eps);
+        quant(m, m->xb, n, d);
         lin(m, m->hb, m->xb, w->w_gate, q ? &q->w_gate : NULL, NULL, n, d, m->ffn);
         lin(m, m->hb2, m->xb, w->w_up, q ? &q->w_up : NULL, NULL, n, d, m->ffn);
         if (m->cfg.act == MS_ACT_GELU_TANH) k->gelu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
         else k->silu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
+        quant(m, m->hb, n, m->ffn);
         lin(m, m->xb, m->hb, w->w_down, q ? &q->w_down : NULL, NULL, n, m->ffn, d);
         if (w->post_ffn_norm) k->rmsnorm(c, m->xb, m->xb, w->post_ffn_norm, n, d, eps);
         k->add(c, m->x, m->xb, n * d);
@@ -797,6 +835,7 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
     const int64_t rows = mode == MS_LOGITS_LAST ? 1 : n;
     const void *h = mode == MS_LOGITS_LAST ? el(m->hidden, (n - 1) * d, (size_t)es) : m->hidden;
     if (m->cuda_dev < 0) {
+        quant(m, h, rows, d);
         lin(m, logits, h, m->lm_head, m->gg ? &m->lm_head_q : NULL, NULL, rows, d, m->vocab);
         return MS_OK;
     }

@@ -25,6 +25,12 @@ typedef struct {
     const char *device; /* NULL / "" / "cpu": CPU, f32; "cuda" / "cuda:N": CUDA device N */
     ms_dtype act;       /* CUDA activation and weight dtype: 0 → MS_DTYPE_BF16; MS_DTYPE_F16 */
     int no_graphs;      /* CUDA only: 1 = run the ops eagerly instead of through CUDA graphs */
+    /* GGUF on the CPU: 0 (default) = f32 activations against the dequantized
+     * blocks (ms_q_linear: exact up to f32 rounding); 1 = activations quantized
+     * to 8-bit blocks and integer dot products (ms_qdot_linear, as llama.cpp
+     * does: several times faster, log-probs ~0.1 from exact, so greedy text
+     * parts from the exact path's at margins up to ~0.6 on Gemma 3). */
+    int q8_matmul;
 } ms_model_opts;
 
 /* "cpu" / NULL / "" → *cuda_dev = -1; "cuda" → 0; "cuda:N" (N in 0..255) → N.

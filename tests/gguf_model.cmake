@@ -3,10 +3,13 @@
 # against a separately written float64 reference, batch invariance. Not under
 # the sanitizers (that suite keeps to small models).
 if(NOT MS_SANITIZE)
-  ms_add_test(test_gguf_logits test_gguf_logits.c ARGS gemma3-270m LABELS models TIMEOUT 900)
-  foreach(model qwen2.5-coder-0.5b qwen2.5-coder-1.5b)
-    add_test(NAME test_gguf_logits_${model} COMMAND test_gguf_logits ${model})
-    set_tests_properties(test_gguf_logits_${model} PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 900)
+  ms_add_test(test_gguf_logits test_gguf_logits.c ARGS gemma3-270m q8 LABELS models TIMEOUT 900)
+  foreach(spec "gemma3-270m;f32" "qwen2.5-coder-0.5b;q8" "qwen2.5-coder-0.5b;f32" "qwen2.5-coder-1.5b;q8"
+               "qwen2.5-coder-1.5b;f32")
+    list(GET spec 0 model)
+    list(GET spec 1 path)
+    add_test(NAME test_gguf_logits_${model}_${path} COMMAND test_gguf_logits ${model} ${path})
+    set_tests_properties(test_gguf_logits_${model}_${path} PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 900)
   endforeach()
 endif()
 
@@ -38,3 +41,8 @@ if(NOT MS_SANITIZE)
     set_tests_properties(test_gguf_spec_${which} PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 1800)
   endforeach()
 endif()
+
+# Bad model files (made with the gguf package's writer): a clear error naming
+# the key or tensor, no crash. Small: runs under the sanitizers too.
+add_test(NAME test_gguf_bad_model COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf_bad_model.py ${CMAKE_BINARY_DIR})
+set_tests_properties(test_gguf_bad_model PROPERTIES SKIP_RETURN_CODE 77 LABELS formats TIMEOUT 300)
