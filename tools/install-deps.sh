@@ -39,11 +39,12 @@ done
 
 # Python packages the tests use (pip, for the user running this): the official
 # OpenAI client (tests/integration/test_cluster_openai.sh); ggml's `gguf`
-# reader and numpy (the GGUF golden checks and the float64 reference forward).
+# reader and numpy (the GGUF golden checks and the float64 reference forward);
+# Hugging Face's tokenizers (Gemma's tokenizer.json as an independent reference).
 # A failed pip install is reported and the tests that need it skip; it does
 # not stop the build.
-py_mods=(openai gguf numpy)
-py_pkgs=(openai gguf==0.19.0 numpy)
+py_mods=(openai gguf numpy tokenizers)
+py_pkgs=(openai gguf==0.19.0 numpy tokenizers)
 python_deps() {
   local i want=()
   for i in "${!py_mods[@]}"; do
