@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sodium.h>
 #include <zmq.h>
 
 #define MS_ZMQ_FAIL(code, what) MS_FAIL(code, "zmq %s: %s", what, zmq_strerror(zmq_errno()))
@@ -56,97 +57,14 @@ struct ms_link {
 #define LINK_CHALLENGES_MAX 4 /* a draft whose proofs are refused this often in a row has another secret */
 static const char k_auth_context[] = "microspec-link-hello-v1";
 
-/* ---- HMAC-SHA256 (the link secret's proof) ---------------------------------- */
-
-typedef struct {
-    uint32_t h[8];
-    uint8_t block[64];
-    size_t fill;
-    uint64_t bytes;
-} sha256_ctx;
-
-static const uint32_t k_sha256[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-#define ROR32(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-
-/* FIPS 180-4 §6.2.2: one 64-byte block. */
-static void sha256_block(uint32_t h[8], const uint8_t *p) {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ROR32(w[i - 15], 7) ^ ROR32(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ROR32(w[i - 2], 17) ^ ROR32(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = hh + (ROR32(e, 6) ^ ROR32(e, 11) ^ ROR32(e, 25)) + ((e & f) ^ (~e & g)) + k_sha256[i] + w[i];
-        uint32_t t2 = (ROR32(a, 2) ^ ROR32(a, 13) ^ ROR32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        hh = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-    }
-    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += hh;
-}
-
-static void sha256_init(sha256_ctx *c) {
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(c->h, h0, sizeof h0);
-    c->fill = 0;
-    c->bytes = 0;
-}
-
-static void sha256_update(sha256_ctx *c, const uint8_t *p, size_t n) {
-    c->bytes += n;
-    while (n > 0) {
-        size_t take = 64 - c->fill < n ? 64 - c->fill : n;
-        memcpy(c->block + c->fill, p, take);
-        c->fill += take, p += take, n -= take;
-        if (c->fill == 64) {
-            sha256_block(c->h, c->block);
-            c->fill = 0;
-        }
-    }
-}
-
-static void sha256_final(sha256_ctx *c, uint8_t out[32]) {
-    uint64_t bits = c->bytes * 8;
-    uint8_t pad[72] = {0x80};
-    size_t npad = (c->fill < 56 ? 56 : 120) - c->fill;
-    for (int i = 0; i < 8; i++) pad[npad + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
-    sha256_update(c, pad, npad + 8);
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 4; j++) out[4 * i + j] = (uint8_t)(c->h[i] >> (24 - 8 * j));
-}
+/* ---- HMAC-SHA256 (the link secret's proof): libsodium, ZeroMQ's own crypto library ---- */
 
 void ms_link_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *msg, size_t msg_len, uint8_t out[32]) {
-    uint8_t k[64] = {0}, pad[64], inner[32];
-    sha256_ctx c;
-    if (key_len > 64) { /* RFC 2104 §2: longer keys are hashed first */
-        sha256_init(&c);
-        sha256_update(&c, key, key_len);
-        sha256_final(&c, k);
-    } else if (key_len) {
-        memcpy(k, key, key_len);
-    }
-    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x36;
-    sha256_init(&c);
-    sha256_update(&c, pad, 64);
-    sha256_update(&c, msg, msg_len);
-    sha256_final(&c, inner);
-    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x5c;
-    sha256_init(&c);
-    sha256_update(&c, pad, 64);
-    sha256_update(&c, inner, 32);
-    sha256_final(&c, out);
+    MS_ASSERT(sodium_init() >= 0); /* idempotent; fails only when the system has no entropy source */
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, key, key_len);
+    crypto_auth_hmacsha256_update(&st, msg, msg_len);
+    crypto_auth_hmacsha256_final(&st, out);
 }
 
 /* ---- link secret --------------------------------------------------------------- */

@@ -17,6 +17,7 @@ packages=(
   build-essential cmake pkg-config git ca-certificates
   clang libclang-rt-14-dev          # libFuzzer + sanitizers for the fuzz targets
   libzmq3-dev                       # node link (ZeroMQ)
+  libsodium-dev                     # HMAC-SHA256 of the link's hello, SHA-256 in tests (ZeroMQ's crypto library)
   libmsgpack-dev                    # protocol messages (msgpack-c)
   libconfig-dev                     # cluster configuration files
   libjansson-dev                    # config.json, tokenizer.json, HTTP bodies
