@@ -16,7 +16,7 @@ cleanup() { [ -z "$sleeper" ] || kill "$sleeper" 2>/dev/null; rm -rf "$scratch";
 trap cleanup EXIT
 # Programs not ours to fix yet, reported to the lead: an entry here is
 # printed as XFAIL, and as XPASS (remove it) once it behaves.
-known_bad=" bench-tokenizer "
+known_bad=" "
 
 # A stand-in cluster for stop.sh: its pid file names a sleep process.
 sleep 300 &

@@ -924,7 +924,7 @@ int main(int argc, char **argv) {
         case 'r':
             if (!ms_parse_i64(optarg, 1, 1000, &v)) {
                 fprintf(stderr, TOOL ": --reps: '%s' is not in 1..1000\n", optarg);
-                return 1;
+                return 2; /* usage error */
             }
             b.reps = (int)v;
             break;
@@ -935,24 +935,24 @@ int main(int argc, char **argv) {
                 b.act = MS_DTYPE_F16;
             else {
                 fprintf(stderr, TOOL ": --dtype: '%s' is not bf16 or f16\n", optarg);
-                return 1;
+                return 2; /* usage error */
             }
             break;
         case 's':
             if (strcmp(optarg, "a") != 0 && strcmp(optarg, "b") != 0 && strcmp(optarg, "c") != 0) {
                 fprintf(stderr, TOOL ": --only: '%s' is not a, b or c\n", optarg);
-                return 1;
+                return 2; /* usage error */
             }
             only = optarg;
             break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 1;
+        default: usage(stderr); return 2; /* usage error */
         }
     }
     if (optind < argc) {
         fprintf(stderr, TOOL ": unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
-        return 1;
+        return 2; /* usage error */
     }
     if (ms_k_cuda_device_count() == 0) {
         fprintf(stderr, TOOL ": no CUDA device\n");
