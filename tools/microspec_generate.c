@@ -19,8 +19,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: microspec-generate --model FILE.gguf|DIR [options]\n"
             "\n"
-            "Generates text autoregressively with the target model alone.\n"
-            "Text goes to stdout, statistics to stderr.\n"
+            "Generates text with the target model: autoregressively, or speculatively with a\n"
+            "draft (--draft-kind, below) whose tree the target verifies, so the output is the\n"
+            "target's own. Text goes to stdout, statistics to stderr.\n"
             "\n"
             "  -m, --model PATH       a GGUF file (weights in their stored block formats, the\n"
             "                         tokenizer and chat template from its metadata) or a Hugging\n"
