@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "ms_pool.h"
+#include "ms_k_blockio.h"
 
 #ifdef __clang__
 #pragma STDC FP_CONTRACT OFF
@@ -36,18 +37,6 @@
 
 enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TILE = 8, GRAIN = 32 };
 
-/* Little-endian loads from possibly unaligned block bytes. */
-static inline uint16_t ld_u16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-static inline uint32_t ld_u32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static inline float ld_f16(const uint8_t *p) { return ms_f16_to_f32(ld_u16(p)); }
 
 /* ---- activations ------------------------------------------------------------ */
 

@@ -16,6 +16,7 @@
  */
 #include "ms_quant.h"
 #include "ms_pool.h"
+#include "ms_k_blockio.h"
 
 #include <string.h>
 
@@ -34,18 +35,6 @@
 
 enum { QK = 32, QK_K = 256 };
 
-/* Little-endian loads from possibly unaligned block bytes. */
-static inline uint16_t ld_u16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
-static inline uint32_t ld_u32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static inline float ld_f16(const uint8_t *p) { return ms_f16_to_f32(ld_u16(p)); }
 
 /* K-quant 6-bit scale and min of sub-block s (0..7) from scales[12]
  * (gguf Q4_K.get_scale_min): bytes 0-3 low 6 bits of sc[0..3], bytes 4-7 of
