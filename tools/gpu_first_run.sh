@@ -13,6 +13,10 @@
 #      golden file), AR on cuda, speculative (layerskip) on cuda in each
 #      vocabulary mode; outputs compared, tokens/s           → e2e.txt
 #   6. a summary table, printed LAST                         → summary.txt
+#   (optional step `sanitize`, not in the default GPU_STEPS: every packed test
+#   under compute-sanitizer, tools from GPU_SANITIZE (default "memcheck
+#   racecheck synccheck initcheck"); an error report or a changed exit code is
+#   FAILED; its log goes to logs.txt               → sanitize.tsv)
 # All logs go to one file, logs.txt: 8 files in $OUT, none in folders.
 #
 #   bash tools/gpu_first_run.sh                (OUT defaults to /tmp/gpu-out)
@@ -28,6 +32,7 @@
 #                  tool kills a command at 600)
 #   GPU_BENCH_REPS microspec-gpu-bench --reps (default 5)
 #   GPU_TEST_CAP_S upper limit per test in seconds (default: its ctest TIMEOUT)
+#   GPU_SANITIZE   compute-sanitizer tools for the sanitize step
 #
 # If .gpu/ is absent it tries to build from source with the image's cmake —
 # which fails at configure there, as the image lacks our Debian libraries; it
@@ -304,6 +309,49 @@ run_tests() {
   done <"$TESTS_TSV"
 }
 
+# --- 3b. compute-sanitizer over the packed tests (optional step) --------------------------
+run_sanitize() {
+  banner "3b. compute-sanitizer"
+  local cs
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -n1)
+  if [ -z "$cs" ] || [ $HAVE_GPU = 0 ]; then
+    row sanitize compute-sanitizer SKIPPED "$([ -z "$cs" ] && echo "not installed" || echo "no CUDA device")"
+    return
+  fi
+  printf 'tool\ttest\tstatus\texit\tseconds\terrors\n' >"$OUT/sanitize.tsv"
+  local tool name exe to args cap t0 rc st dt nerr
+  for tool in ${GPU_SANITIZE:-memcheck racecheck synccheck initcheck}; do
+    while IFS=$'\t' read -r name exe to args; do
+      [ -n "$name" ] || continue
+      if [ "$ONLY" != "  " ] && [[ $ONLY != *" $name "* ]]; then continue; fi
+      cap=$((to * 4))
+      [ -n "${GPU_TEST_CAP_S:-}" ] && [ "$GPU_TEST_CAP_S" -lt "$cap" ] && cap=$GPU_TEST_CAP_S
+      [ $(($(left) - 20)) -lt "$cap" ] && cap=$(($(left) - 20))
+      if [ "$cap" -lt 15 ]; then
+        row sanitize "$tool $name" "NOT RUN" "time budget spent"
+        N_FAIL=$((N_FAIL + 1))
+        continue
+      fi
+      t0=$(date +%s)
+      local extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check full)
+      # shellcheck disable=SC2086 # args are ctest's, split on spaces
+      TMPDIR=$work/tmp timeout -k 10 "$cap" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 \
+        --print-limit 20 "$BIN/$exe" $args >"$work/san.log" 2>&1 </dev/null
+      rc=$?
+      dt=$(($(date +%s) - t0))
+      nerr=$(grep -oE 'SUMMARY: [0-9]+ (error|hazard)' "$work/san.log" | tail -n1 | awk '{print $2}')
+      case $rc in
+        0) st=PASSED ;; 77) st=SKIPPED ;; 124 | 137) st=TIMEOUT ;; *) st=FAILED ;;
+      esac
+      case $st in PASSED) N_PASS=$((N_PASS + 1)) ;; SKIPPED) N_SKIP=$((N_SKIP + 1)) ;; *) N_FAIL=$((N_FAIL + 1)) ;; esac
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$tool" "$name" "$st" "$rc" "$dt" "${nerr:-?}" >>"$OUT/sanitize.tsv"
+      row sanitize "$tool $name" "$st" "exit $rc, ${dt}s, ${nerr:-?} errors"
+      addlog "compute-sanitizer --tool $tool $name: $st (exit $rc, ${dt}s)" "$work/san.log"
+    done <"$TESTS_TSV"
+  done
+}
+
 # --- 4. benchmark --------------------------------------------------------------------------
 run_bench() {
   banner "4. microspec-gpu-bench"
@@ -434,10 +482,11 @@ echo "gpu_first_run: repo $root, OUT $OUT, steps:$STEPS, budget ${BUDGET}s"
 step inventory && inventory
 step env && environment
 [ $HAVE_GPU = 1 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && HAVE_GPU=1
-if step tests || step bench || step e2e; then
+if step tests || step sanitize || step bench || step e2e; then
   if [ -d "$PACK/bin" ]; then setup_pack; else setup_source; fi
   if [ $BUILD_OK = 1 ]; then
     step tests && run_tests
+    step sanitize && run_sanitize
     step bench && run_bench
     step e2e && run_e2e
   fi

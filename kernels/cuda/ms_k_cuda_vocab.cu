@@ -240,7 +240,12 @@ extern "C" ms_status ms_k_cuda_vocab_new(int64_t V, int64_t w_max, int64_t d, ms
         (e = cudaMemsetAsync(v->slot_of, 0xff, nv * sizeof(int32_t), v->compute)) != cudaSuccess ||
         (e = cudaMemsetAsync(v->mark, 0, nv * sizeof(uint32_t), v->compute)) != cudaSuccess ||
         (e = cudaMemsetAsync(v->dirty, 0, nw, v->compute)) != cudaSuccess ||
-        (e = cudaMemsetAsync(v->id_of, 0xff, nw * sizeof(int32_t), v->compute)) != cudaSuccess) {
+        (e = cudaMemsetAsync(v->id_of, 0xff, nw * sizeof(int32_t), v->compute)) != cudaSuccess ||
+        /* the unused slots too: a state download (tests, diagnostics) reads
+         * the whole capacity, and compute-sanitizer's initcheck flagged it */
+        (e = cudaMemsetAsync(v->ring, 0xff, nw * sizeof(int32_t), v->compute)) != cudaSuccess ||
+        (e = cudaMemsetAsync(v->dirty_slots, 0xff, nw * sizeof(int32_t), v->compute)) != cudaSuccess ||
+        (e = cudaMemsetAsync(v->rows, 0, rows_bytes, v->compute)) != cudaSuccess) {
         MS_LOG_ERROR("cuda vocab: initial state: %s", cudaGetErrorString(e));
         st = ms_k_cuda_status_of(e);
         goto fail;
