@@ -48,6 +48,13 @@ struct ms_dft {
     ms_eagle *eg; /* eagle */
     ms_vocab *vocab;
     const float *W; /* [V, d] the full LM head (not owned): read by id when o.lm_head is indexed */
+    /* GGUF lm / layerskip drafts on the CPU: the head in its stored block
+     * format (a view of the model's; typed_head), the vocabulary's rows kept
+     * in it, and the hidden rows quantized once per head call into xq when
+     * the model's matmuls take 8-bit activations (q8_head). No f32 head. */
+    bool typed_head, q8_head;
+    ms_qweight Wq;
+    ms_q8_act xq; /* [MS_TREE_MAX_K, d] when q8_head, allocated at creation */
     const ms_k_ops *ops;
     int64_t V, d, max_ctx, max_batch;
 
@@ -286,6 +293,7 @@ void ms_dft_free(ms_dft **pd) {
     ms_eagle_free(&d->eg);
     ms_vocab_free(&d->vocab);
     free(d->head);
+    ms_q8_act_free(&d->xq);
     free(d->hid);
     free(d->root_hid);
     free(d->feat);
@@ -359,8 +367,16 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         /* the head on the device unless asked otherwise: then no host copy of it */
         on_dev = cuda_dev >= 0 && !o->host_head && ms_model_lm_head_dev(d->lm) != NULL;
 #endif
-        W = on_dev ? NULL : ms_model_lm_head(d->lm); /* CUDA host path: a host f32 copy */
-        if (!W && !on_dev) {
+        const ms_qweight *hq = cuda_dev < 0 ? ms_model_lm_head_q(d->lm) : NULL;
+        if (hq) { /* GGUF: rows stay in the stored blocks; the f32 copy is never made */
+            d->typed_head = true;
+            d->Wq = *hq;
+            d->q8_head = ms_model_q8_matmul(d->lm);
+            if (d->q8_head) MS_TRY_GOTO(s, ms_q8_act_alloc(&d->xq, MS_TREE_MAX_K, d->d), fail);
+        } else {
+            W = on_dev ? NULL : ms_model_lm_head(d->lm); /* CUDA host path: a host f32 copy */
+        }
+        if (!W && !on_dev && !d->typed_head) {
             s = MS_ERR_NOMEM;
             goto fail;
         }
@@ -374,12 +390,20 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     d->W = W;
     /* indexed head: the vocabulary keeps maps only (no packed rows, no gathers) */
     const float *W_rows = o->lm_head == MS_DFT_HEAD_INDEXED ? NULL : W;
+    const bool typed_rows = d->typed_head && o->lm_head != MS_DFT_HEAD_INDEXED;
     switch (o->vocab) {
-    case MS_VOCAB_FULL: s = ms_vocab_new_full(W, d->V, d->d, &d->vocab); break;
-    case MS_VOCAB_DYNAMIC: s = ms_vocab_new_dynamic(W_rows, d->V, d->d, o->w_max, &d->vocab); break;
+    case MS_VOCAB_FULL:
+        s = d->typed_head ? ms_vocab_new_full_q(&d->Wq, &d->vocab) : ms_vocab_new_full(W, d->V, d->d, &d->vocab);
+        break;
+    case MS_VOCAB_DYNAMIC:
+        s = typed_rows ? ms_vocab_new_dynamic_q(&d->Wq, o->w_max, &d->vocab)
+                       : ms_vocab_new_dynamic(W_rows, d->V, d->d, o->w_max, &d->vocab);
+        break;
     case MS_VOCAB_STATIC:
         s = ms_vocab_load_list(o->vocab_list, d->V, &static_ids, &k_static);
-        if (s >= 0) s = ms_vocab_new_static(W_rows, d->V, d->d, static_ids, k_static, &d->vocab);
+        if (s >= 0)
+            s = typed_rows ? ms_vocab_new_static_q(&d->Wq, static_ids, k_static, &d->vocab)
+                           : ms_vocab_new_static(W_rows, d->V, d->d, static_ids, k_static, &d->vocab);
         break;
     }
     if (s < 0) goto fail;
@@ -404,6 +428,9 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     else if (cuda_dev >= 0)
         snprintf(where, sizeof where, "on the host (model on cuda:%d, %s)", cuda_dev,
                  o->host_head ? "host head requested" : "no device head");
+    else if (d->typed_head)
+        snprintf(where, sizeof where, "on the host, %s rows, %s", ms_dtype_name(d->Wq.dtype),
+                 d->q8_head ? "8-bit activations" : "f32 activations");
     else snprintf(where, sizeof where, "on the host");
     MS_LOG_INFO("draft: kind %s%s, vocabulary %s (%lld of %lld rows, stream %s, head %s %s), tree %s k=%lld "
                 "depth=%lld total=%lld",
@@ -431,7 +458,18 @@ static void head_host(ms_dft *d, const float *hid, int64_t n, int64_t k, int32_t
     const int32_t *id_of;
     int64_t n_act;
     ms_vocab_rows(d->vocab, &rows, &n_act, &id_of);
-    if (n_act > 0) {
+    if (n_act > 0 && d->typed_head) {
+        /* block-format head: quantize the n rows once for the one product */
+        const ms_q8_act *xq = NULL;
+        if (d->q8_head) {
+            ms_q8_quantize(&d->xq, hid, n, d->d);
+            xq = &d->xq;
+        }
+        if (d->o.lm_head == MS_DFT_HEAD_INDEXED)
+            ms_vocab_logits_indexed_q(d->vocab, &d->Wq, xq ? NULL : hid, xq, n, d->head);
+        else
+            ms_vocab_logits_q(d->vocab, xq ? NULL : hid, xq, n, d->head);
+    } else if (n_act > 0) {
         if (d->o.lm_head == MS_DFT_HEAD_INDEXED)
             ms_vocab_logits_indexed(d->vocab, d->W, hid, n, d->head);
         else

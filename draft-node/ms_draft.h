@@ -26,7 +26,11 @@ typedef enum { MS_DRAFT_LM = 0, MS_DRAFT_EAGLE, MS_DRAFT_LAYERSKIP } ms_draft_ki
  * gathered — one GEMM over the packed [|I|, d] rows kept by the vocabulary
  * (rows copied in when an id enters); indexed — a dot product per active slot
  * with W[id] read in place from the full head: no packed buffer, no row copies
- * (the window bookkeeping still runs). Same logits up to float rounding. */
+ * (the window bookkeeping still runs). Same logits up to float rounding.
+ * A GGUF lm / layerskip draft on the CPU keeps the rows in the head's own
+ * block format (ms_vocab_new_*_q; no f32 copy of the head is made) and runs
+ * ms_qdot_linear (8-bit activations, unless f32_matmul: ms_q_linear) over
+ * them; indexed then reads the typed head in place by id (*_linear_rows). */
 typedef enum { MS_DFT_HEAD_GATHERED = 0, MS_DFT_HEAD_INDEXED } ms_dft_head;
 
 typedef struct {

@@ -8,13 +8,19 @@
 
 struct ms_vocab {
     ms_vocab_mode mode;
-    const float *W; /* [V, d], not owned, may be NULL (static/dynamic) */
+    /* The head W: V rows of row_bytes bytes each, row i at W + i·row_bytes,
+     * in W's own format (dtype; F32 for the float constructors). Not owned;
+     * may be NULL (static/dynamic, float constructors only). */
+    const uint8_t *W;
+    ms_dtype dtype;
+    size_t row_bytes;
+    bool typed; /* made by a *_q constructor: ms_vocab_rows gives no f32 rows */
     int64_t V, d;
 
     /* Packed rows (static, dynamic). cap = K (static) or W_max (dynamic);
      * the first n rows are live: n = K (static) or |I| (dynamic). */
     int64_t cap, n;
-    float *rows;      /* [cap, d], owned; NULL when W is NULL */
+    uint8_t *rows;    /* [cap] rows of row_bytes, owned; NULL when W is NULL */
     int32_t *id_of;   /* [cap] slot → id */
     int32_t *slot_of; /* [V] id → slot, −1 if absent */
 
@@ -50,68 +56,107 @@ void ms_vocab_set_mirror(ms_vocab *v, ms_vocab_mirror_fn fn, void *ctx) {
     v->mirror_ctx = ctx;
 }
 
-static ms_status check_shape(const char *what, int64_t V, int64_t d) {
-    if (V < 1 || V > INT32_MAX) MS_FAIL(MS_ERR_INVALID, "%s: vocabulary size V=%lld out of [1, INT32_MAX]", what, (long long)V);
+/* The head a vocabulary reads rows from: V rows of d elements of dtype,
+ * row_bytes each (W may be NULL: maps only). */
+typedef struct {
+    const void *W;
+    ms_dtype dtype;
+    int64_t V, d;
+    size_t row_bytes;
+    bool typed;
+} head_desc;
+
+static ms_status head_f32(const char *what, const float *W, int64_t V, int64_t d, head_desc *h) {
+    if (V < 1 || V > INT32_MAX)
+        MS_FAIL(MS_ERR_INVALID, "%s: vocabulary size V=%lld out of [1, INT32_MAX]", what, (long long)V);
     if (d < 1) MS_FAIL(MS_ERR_INVALID, "%s: row width d=%lld must be ≥ 1", what, (long long)d);
-    size_t bytes;
-    if (!ms_mul_size((size_t)V, (size_t)d, &bytes) || !ms_mul_size(bytes, sizeof(float), &bytes))
+    size_t row, bytes;
+    if (!ms_mul_size((size_t)d, sizeof(float), &row) || !ms_mul_size((size_t)V, row, &bytes))
         MS_FAIL(MS_ERR_INVALID, "%s: V·d overflows", what);
+    *h = (head_desc){.W = W, .dtype = MS_DTYPE_F32, .V = V, .d = d, .row_bytes = row, .typed = false};
     return MS_OK;
 }
 
-/* Allocate v->rows [cap, d] (only when W is given). */
+static ms_status head_typed(const char *what, const ms_qweight *W, head_desc *h) {
+    if (!W || !W->data) MS_FAIL(MS_ERR_INVALID, "%s: no typed head given", what);
+    if (!ms_q_supported(W->dtype)) MS_FAIL(MS_ERR_INVALID, "%s: head dtype %s is not readable", what, ms_dtype_name(W->dtype));
+    if (W->m < 1 || W->m > INT32_MAX)
+        MS_FAIL(MS_ERR_INVALID, "%s: vocabulary size V=%lld out of [1, INT32_MAX]", what, (long long)W->m);
+    size_t row, bytes;
+    if (W->k < 1 || !ms_dtype_row_bytes(W->dtype, W->k, &row) || row != W->row_bytes)
+        MS_FAIL(MS_ERR_INVALID, "%s: row of %lld elements does not match %zu bytes of %s", what, (long long)W->k,
+                W->row_bytes, ms_dtype_name(W->dtype));
+    if (!ms_mul_size((size_t)W->m, row, &bytes)) MS_FAIL(MS_ERR_INVALID, "%s: V·row bytes overflows", what);
+    *h = (head_desc){.W = W->data, .dtype = W->dtype, .V = W->m, .d = W->k, .row_bytes = row, .typed = true};
+    return MS_OK;
+}
+
+/* Allocate v->rows: cap rows of row_bytes (only when W is given). */
 static ms_status alloc_rows(ms_vocab *v) {
     if (!v->W) return MS_OK;
     size_t bytes;
-    if (!ms_mul_size((size_t)v->cap, (size_t)v->d, &bytes) || !ms_mul_size(bytes, sizeof(float), &bytes))
-        MS_FAIL(MS_ERR_INVALID, "vocab: %lld rows of width %lld overflow", (long long)v->cap, (long long)v->d);
+    if (!ms_mul_size((size_t)v->cap, v->row_bytes, &bytes))
+        MS_FAIL(MS_ERR_INVALID, "vocab: %lld rows of %zu bytes overflow", (long long)v->cap, v->row_bytes);
     v->rows = ms_malloc(bytes);
     return v->rows ? MS_OK : MS_ERR_NOMEM;
 }
 
-/* The one place a row is copied from W into the packed buffer: rows[slot] = W[id].
- * (A CUDA backend replaces this with an asynchronous gather on a copy stream,
- * driven by ms_vocab_take_entering.) */
+/* The one place a row is copied from W into the packed buffer: rows[slot] =
+ * W[id], its row_bytes bytes as stored (a block-format row stays in blocks:
+ * no dequantization). (A CUDA backend replaces this with an asynchronous
+ * gather on a copy stream, driven by ms_vocab_take_entering.) */
 static void gather_row(ms_vocab *v, int64_t slot, int32_t id) {
     if (!v->rows) return;
-    size_t row = (size_t)v->d * sizeof(float);
-    memcpy(v->rows + (size_t)slot * (size_t)v->d, v->W + (size_t)id * (size_t)v->d, row);
+    memcpy(v->rows + (size_t)slot * v->row_bytes, v->W + (size_t)id * v->row_bytes, v->row_bytes);
 }
 
 static void move_row(ms_vocab *v, int64_t dst, int64_t src) {
     if (!v->rows) return;
-    size_t row = (size_t)v->d * sizeof(float);
-    memcpy(v->rows + (size_t)dst * (size_t)v->d, v->rows + (size_t)src * (size_t)v->d, row);
+    memcpy(v->rows + (size_t)dst * v->row_bytes, v->rows + (size_t)src * v->row_bytes, v->row_bytes);
 }
 
-static ms_vocab *vocab_alloc(ms_vocab_mode mode, const float *W, int64_t V, int64_t d) {
+static ms_vocab *vocab_alloc(ms_vocab_mode mode, const head_desc *h) {
     ms_vocab *v = ms_calloc(1, sizeof *v);
     if (!v) return NULL;
     v->mode = mode;
-    v->W = W;
-    v->V = V;
-    v->d = d;
+    v->W = h->W;
+    v->dtype = h->dtype;
+    v->row_bytes = h->row_bytes;
+    v->typed = h->typed;
+    v->V = h->V;
+    v->d = h->d;
     return v;
+}
+
+static ms_status new_full(const head_desc *h, ms_vocab **out) {
+    ms_vocab *v = vocab_alloc(MS_VOCAB_FULL, h);
+    if (!v) return MS_ERR_NOMEM;
+    v->cap = v->n = h->V;
+    *out = v;
+    return MS_OK;
 }
 
 ms_status ms_vocab_new_full(const float *W, int64_t V, int64_t d, ms_vocab **out) {
     MS_ASSERT(out);
     *out = NULL;
-    MS_TRY(check_shape("vocab full", V, d));
-    ms_vocab *v = vocab_alloc(MS_VOCAB_FULL, W, V, d);
-    if (!v) return MS_ERR_NOMEM;
-    v->cap = v->n = V;
-    *out = v;
-    return MS_OK;
+    head_desc h;
+    MS_TRY(head_f32("vocab full", W, V, d, &h));
+    return new_full(&h, out);
 }
 
-ms_status ms_vocab_new_static(const float *W, int64_t V, int64_t d, const int32_t *ids, int64_t k, ms_vocab **out) {
+ms_status ms_vocab_new_full_q(const ms_qweight *W, ms_vocab **out) {
     MS_ASSERT(out);
     *out = NULL;
-    MS_TRY(check_shape("vocab static", V, d));
+    head_desc h;
+    MS_TRY(head_typed("vocab full", W, &h));
+    return new_full(&h, out);
+}
+
+static ms_status new_static(const head_desc *h, const int32_t *ids, int64_t k, ms_vocab **out) {
+    const int64_t V = h->V;
     if (k < 1 || k > V) MS_FAIL(MS_ERR_INVALID, "vocab static: K=%lld out of [1, V=%lld]", (long long)k, (long long)V);
     MS_ASSERT(ids);
-    ms_vocab *v = vocab_alloc(MS_VOCAB_STATIC, W, V, d);
+    ms_vocab *v = vocab_alloc(MS_VOCAB_STATIC, h);
     if (!v) return MS_ERR_NOMEM;
     ms_status st = MS_ERR_NOMEM;
     v->cap = k;
@@ -146,13 +191,27 @@ fail:
     return st;
 }
 
-ms_status ms_vocab_new_dynamic(const float *W, int64_t V, int64_t d, int64_t w_max, ms_vocab **out) {
+ms_status ms_vocab_new_static(const float *W, int64_t V, int64_t d, const int32_t *ids, int64_t k, ms_vocab **out) {
     MS_ASSERT(out);
     *out = NULL;
-    MS_TRY(check_shape("vocab dynamic", V, d));
+    head_desc h;
+    MS_TRY(head_f32("vocab static", W, V, d, &h));
+    return new_static(&h, ids, k, out);
+}
+
+ms_status ms_vocab_new_static_q(const ms_qweight *W, const int32_t *ids, int64_t k, ms_vocab **out) {
+    MS_ASSERT(out);
+    *out = NULL;
+    head_desc h;
+    MS_TRY(head_typed("vocab static", W, &h));
+    return new_static(&h, ids, k, out);
+}
+
+static ms_status new_dynamic(const head_desc *h, int64_t w_max, ms_vocab **out) {
+    const int64_t V = h->V;
     if (w_max < 1 || w_max > INT32_MAX)
         MS_FAIL(MS_ERR_INVALID, "vocab dynamic: W_max=%lld out of [1, INT32_MAX]", (long long)w_max);
-    ms_vocab *v = vocab_alloc(MS_VOCAB_DYNAMIC, W, V, d);
+    ms_vocab *v = vocab_alloc(MS_VOCAB_DYNAMIC, h);
     if (!v) return MS_ERR_NOMEM;
     ms_status st = MS_ERR_NOMEM;
     v->cap = w_max;
@@ -176,6 +235,22 @@ ms_status ms_vocab_new_dynamic(const float *W, int64_t V, int64_t d, int64_t w_m
 fail:
     ms_vocab_free(&v);
     return st;
+}
+
+ms_status ms_vocab_new_dynamic(const float *W, int64_t V, int64_t d, int64_t w_max, ms_vocab **out) {
+    MS_ASSERT(out);
+    *out = NULL;
+    head_desc h;
+    MS_TRY(head_f32("vocab dynamic", W, V, d, &h));
+    return new_dynamic(&h, w_max, out);
+}
+
+ms_status ms_vocab_new_dynamic_q(const ms_qweight *W, int64_t w_max, ms_vocab **out) {
+    MS_ASSERT(out);
+    *out = NULL;
+    head_desc h;
+    MS_TRY(head_typed("vocab dynamic", W, &h));
+    return new_dynamic(&h, w_max, out);
 }
 
 void ms_vocab_free(ms_vocab **pv) {
@@ -418,9 +493,18 @@ ms_status ms_vocab_stream_round(ms_vocab *v, ms_vocab_stream stream, const int32
 /* ---- rows and maps ---------------------------------------------------------- */
 
 void ms_vocab_rows(const ms_vocab *v, const float **rows, int64_t *n, const int32_t **id_of) {
-    if (rows) *rows = v->mode == MS_VOCAB_FULL ? v->W : v->rows;
+    if (rows) *rows = v->typed ? NULL : (const float *)(const void *)(v->mode == MS_VOCAB_FULL ? v->W : v->rows);
     if (n) *n = v->n;
     if (id_of) *id_of = v->mode == MS_VOCAB_FULL ? NULL : v->id_of;
+}
+
+bool ms_vocab_rows_q(const ms_vocab *v, ms_qweight *rows, const int32_t **id_of) {
+    const void *p = v->mode == MS_VOCAB_FULL ? (const void *)v->W : (const void *)v->rows;
+    if (id_of) *id_of = v->mode == MS_VOCAB_FULL ? NULL : v->id_of;
+    if (!p) return false;
+    /* by hand, not ms_qweight_view: m may be 0 (an empty window) */
+    *rows = (ms_qweight){.dtype = v->dtype, .data = p, .m = v->n, .k = v->d, .row_bytes = v->row_bytes};
+    return true;
 }
 
 int64_t ms_vocab_size(const ms_vocab *v) { return v->n; }
@@ -464,6 +548,35 @@ static float dot_f32(const float *a, const float *b, int64_t d) {
         for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
     for (; i < d; i++) acc[i & 7] += a[i] * b[i];
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* One of x [n, d] (f32 path) and xq (8-bit path, n = xq->n) is given. */
+static void q_product(float *out, const float *x, const ms_q8_act *xq, int64_t n, const ms_qweight *w,
+                      const int32_t *ids, int64_t n_ids) {
+    MS_ASSERT((x == NULL) != (xq == NULL));
+    if (xq) {
+        MS_ASSERT(xq->n == n && xq->k == w->k);
+        if (ids) ms_qdot_linear_rows(out, xq, w, ids, n_ids);
+        else ms_qdot_linear(out, xq, w, NULL);
+    } else {
+        if (ids) ms_q_linear_rows(out, x, w, ids, n_ids, n);
+        else ms_q_linear(out, x, w, NULL, n);
+    }
+}
+
+void ms_vocab_logits_q(const ms_vocab *v, const float *x, const ms_q8_act *xq, int64_t n, float *out) {
+    ms_qweight rows;
+    const bool have = ms_vocab_rows_q(v, &rows, NULL);
+    MS_ASSERT(have);
+    if (v->n == 0 || n == 0) return;
+    q_product(out, x, xq, n, &rows, NULL, 0);
+}
+
+void ms_vocab_logits_indexed_q(const ms_vocab *v, const ms_qweight *W, const float *x, const ms_q8_act *xq, int64_t n,
+                               float *out) {
+    MS_ASSERT(W && W->m == v->V && W->k == v->d);
+    if (v->n == 0 || n == 0) return;
+    q_product(out, x, xq, n, W, v->mode == MS_VOCAB_FULL ? NULL : v->id_of, v->n);
 }
 
 void ms_vocab_logits_indexed(const ms_vocab *v, const float *W, const float *hid, int64_t n, float *out) {

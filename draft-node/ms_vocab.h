@@ -17,6 +17,12 @@
  *             (swap-remove), so rows stay dense. Work per appended entry is
  *             O(1) + O(d) per row moved, never O(V); reset is O(W_max + |I|).
  *
+ * Typed heads (the *_q constructors): W is an ms_qweight in a GGUF block
+ * format (ms_quant.h). Packed rows stay in W's format — gathering a row
+ * copies its row_bytes bytes, nothing is dequantized — and the head runs on
+ * an ms_qweight view of them (ms_vocab_rows_q, ms_vocab_logits_q); full mode
+ * reads W itself (no copy). ms_vocab_rows gives no f32 rows for them.
+ *
  * Ownership: the vocabulary never owns W (W must outlive it); it owns its
  * packed rows, maps and ring. W may be NULL for static/dynamic: then only the
  * maps are kept, ms_vocab_rows gives rows = NULL, and a device backend gathers
@@ -28,6 +34,7 @@
 #define MS_VOCAB_H
 
 #include "ms_common.h"
+#include "ms_qdot.h" /* ms_qweight, ms_q8_act */
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,6 +52,13 @@ ms_status ms_vocab_new_full(const float *W, int64_t V, int64_t d, ms_vocab **out
 ms_status ms_vocab_new_static(const float *W, int64_t V, int64_t d, const int32_t *ids, int64_t k, ms_vocab **out);
 /* w_max in [1, INT32_MAX]. Allocates the O(V) maps and the [w_max, d] rows once. */
 ms_status ms_vocab_new_dynamic(const float *W, int64_t V, int64_t d, int64_t w_max, ms_vocab **out);
+/* The same over a typed head W [V = W->m, d = W->k] (any ms_q_supported
+ * dtype; W->data must be given, and *W is copied, not its data). Packed rows
+ * take W->row_bytes bytes each: static packs its K rows once, dynamic
+ * allocates [w_max] rows once, full keeps none. */
+ms_status ms_vocab_new_full_q(const ms_qweight *W, ms_vocab **out);
+ms_status ms_vocab_new_static_q(const ms_qweight *W, const int32_t *ids, int64_t k, ms_vocab **out);
+ms_status ms_vocab_new_dynamic_q(const ms_qweight *W, int64_t w_max, ms_vocab **out);
 /* Frees and sets *v = NULL. NULL and *v == NULL are no-ops. */
 void ms_vocab_free(ms_vocab **v);
 
@@ -113,9 +127,16 @@ ms_status ms_vocab_stream_round(ms_vocab *v, ms_vocab_stream stream, const int32
                                 int64_t k_ver);
 
 /* Packed rows of the current vocabulary: *rows [*n, d] (NULL when created
- * with W == NULL), *id_of [*n] maps slot → id (NULL for full: identity).
- * Pointers are valid until the next append/reset/free. Any output may be NULL. */
+ * with W == NULL or by a *_q constructor), *id_of [*n] maps slot → id (NULL
+ * for full: identity). Pointers are valid until the next append/reset/free.
+ * Any output may be NULL. */
 void ms_vocab_rows(const ms_vocab *v, const float **rows, int64_t *n, const int32_t **id_of);
+/* The packed rows as a weight view: *rows = {W's dtype (F32 for the float
+ * constructors), the packed buffer (full: W), m = size, k = d, row_bytes};
+ * *id_of as ms_vocab_rows (may be NULL). False (rows untouched) when the
+ * vocabulary has no rows (created with W == NULL). Valid until the next
+ * append/reset/free. */
+bool ms_vocab_rows_q(const ms_vocab *v, ms_qweight *rows, const int32_t **id_of);
 int64_t ms_vocab_size(const ms_vocab *v);            /* |I| (dynamic), K (static), V (full) */
 bool ms_vocab_contains(const ms_vocab *v, int32_t id); /* O(1); false for ids out of range */
 int64_t ms_vocab_slot_of(const ms_vocab *v, int32_t id); /* O(1); −1 if absent */
@@ -136,6 +157,19 @@ void ms_vocab_take_entering(ms_vocab *v, const int32_t **slots, const int32_t **
  * was created with W (create it with W = NULL to skip all row copies). The
  * dot products accumulate in float, in 8 interleaved partial sums. */
 void ms_vocab_logits_indexed(const ms_vocab *v, const float *W, const float *hid, int64_t n, float *out);
+
+/* The LM head over the packed rows with the block-format kernels: out[r, s] =
+ * x_r · rows[s] for s < size, out [n, size] row-major. Exactly one of
+ * x [n, d] (f32 activations: ms_q_linear) and xq (activations quantized by
+ * ms_q8_quantize, xq->n == n: ms_qdot_linear) is given. Both kernels are
+ * batch invariant, so out[r, s] is bitwise the full-head product's
+ * [r, id_at(s)]. The vocabulary must have rows (ms_vocab_rows_q). */
+void ms_vocab_logits_q(const ms_vocab *v, const float *x, const ms_q8_act *xq, int64_t n, float *out);
+/* The indexed head over a typed W [V, d] read in place by id (the
+ * vocabulary may be maps only): ms_q_linear_rows / ms_qdot_linear_rows with
+ * the active ids (full: the whole of W). Same x / xq rule and bitwise result. */
+void ms_vocab_logits_indexed_q(const ms_vocab *v, const ms_qweight *W, const float *x, const ms_q8_act *xq, int64_t n,
+                               float *out);
 
 /* ---- mirror hook (a device twin fed the same stream) -------------------- */
 

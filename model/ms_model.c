@@ -703,6 +703,9 @@ const float *ms_model_hidden(const ms_model *cm) {
 #endif
 }
 
+const ms_qweight *ms_model_lm_head_q(const ms_model *m) { return m->gg ? &m->lm_head_q : NULL; }
+bool ms_model_q8_matmul(const ms_model *m) { return m->gg && !m->f32_matmul; }
+
 const float *ms_model_lm_head(const ms_model *cm) {
     if (cm->gg) { /* stored format: an f32 copy made once (the draft vocabulary packs its rows) */
         ms_model *m = (ms_model *)cm;

@@ -14,6 +14,7 @@
 
 #include "ms_hfconfig.h"
 #include "ms_kernels.h"
+#include "ms_quant.h"
 
 typedef struct ms_model ms_model;
 
@@ -84,6 +85,15 @@ ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n,
  * CUDA: a host f32 copy made on the first call and kept (V·d·4 bytes of host
  * memory, 2.1 GB for Llama-3-8B); NULL (logged) if that fails. */
 const float *ms_model_lm_head(const ms_model *m);
+/* GGUF (CPU): the LM head in its stored block format (the embedding when
+ * tied), a view into the mapped file valid while m lives; NULL for every
+ * other model. A draft packs window rows from it block for block, so no f32
+ * copy of the head is ever made (ms_model_lm_head makes one: 671 MB for
+ * Gemma 3 270M). */
+const ms_qweight *ms_model_lm_head_q(const ms_model *m);
+/* True when the model's matmuls take 8-bit activations (a GGUF model loaded
+ * with ms_model_opts.q8_matmul); false otherwise. */
+bool ms_model_q8_matmul(const ms_model *m);
 /* Prefill any number of tokens in max_batch chunks; logits of the last row
  * into last_logits [V] (may be NULL). */
 ms_status ms_model_prefill(ms_model *m, const int32_t *tokens, int64_t n, float *last_logits);

@@ -7,6 +7,10 @@ ms_add_test(test_vocab_static test_vocab_static.c LIBS ms_draft LABELS vocab)
 ms_add_test(test_vocab_freqlist test_vocab_freqlist.c LIBS ms_draft LABELS vocab TIMEOUT 300)
 add_dependencies(test_vocab_freqlist microspec-freqlist)
 ms_add_test(test_vocab_rows test_vocab_rows.c LIBS ms_draft LABELS vocab)
+# Typed (GGUF block-format) heads: packed rows kept in the head's blocks, the
+# head over them (f32 and 8-bit activations, packed and indexed) bitwise equal
+# to the full-head product's columns, for full / static / dynamic.
+ms_add_test(test_vocab_q test_vocab_q.c LIBS ms_draft LABELS vocab TIMEOUT 300)
 # The list parser reads files from outside: fuzzed. ms_vocab.c is compiled into
 # the target (not linked from ms_draft) so libFuzzer's coverage sees it.
 ms_add_fuzz(fuzz_vocab_list fuzz/fuzz_vocab_list.c 20)
