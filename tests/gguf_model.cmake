@@ -46,3 +46,10 @@ endif()
 # the key or tensor, no crash. Small: runs under the sanitizers too.
 add_test(NAME test_gguf_bad_model COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf_bad_model.py ${CMAKE_BINARY_DIR})
 set_tests_properties(test_gguf_bad_model PROPERTIES SKIP_RETURN_CODE 77 LABELS formats TIMEOUT 300)
+
+# The README's "Using the engine" block, run as written (real models, ../shared).
+if(NOT MS_SANITIZE)
+  add_test(NAME test_readme_examples
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_readme_examples.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(test_readme_examples PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 1200)
+endif()
