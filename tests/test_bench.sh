@@ -187,5 +187,11 @@ if [ -f "$src/results/coverage/coverage.md" ]; then
   grep -q '^## Model-free coverage study' "$md" && grep -qF '(../' "$md"
   check $? "the coverage study is not included by relative path"
 fi
+# losslessness, checked by the driver: every greedy single-process row compared with AR, none differing
+[ -f "$out/lossless.tsv" ]; check $? "the driver wrote no lossless.tsv"
+awk -F'\t' 'NR > 1 && $3 > 0 { n++ } NR > 1 && $4 != "-" && $4 > 0 { bad++ } END { exit !(n >= 3 && bad == 0) }' \
+  "$out/lossless.tsv" 2>/dev/null
+check $? "lossless.tsv: fewer than 3 compared rows, or a speculative row differs from AR"
+grep -q '^\*\*Losslessness\*\*.*all identical' "$md"; check $? "the report does not state the losslessness check"
 [ $fail = 0 ] && echo "bench_reduced: ok ($(sed -n 's/^runtime: //p' "$out/meta.txt") of generation)"
 exit $fail

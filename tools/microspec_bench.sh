@@ -110,7 +110,7 @@ if [ -z "$model" ]; then
   max_chars=${max_chars:-600}
 fi
 max_chars=${max_chars:-0}
-model_abs=$(cd "$model" && pwd)
+if [ -f "$model" ]; then model_abs=$(cd "$(dirname "$model")" && pwd)/$(basename "$model"); else model_abs=$(cd "$model" && pwd); fi
 
 # ---------------------------------------------------------------- helpers (Python: JSON in and out)
 cat >"$work/bench.py" <<'PY'
@@ -287,7 +287,46 @@ def summarize(results, configs_tsv, dst):
         for s in lines:
             f.write(json.dumps(s) + "\n")
 
+def lossless(logs, configs_tsv, dst):
+    """Greedy speculative output must be the AR output: each configuration's token ids per (prompt, turn)
+    (microspec-generate --ids-out) against the first configuration's. Sampling rows (-t/--temperature > 0)
+    and configurations without an ids file (cluster runs) are listed as not checked."""
+    import glob
+    cfg = [l.rstrip("\n").split("\t") for l in open(configs_tsv) if l.strip()]
+    def ids_of(path):
+        r = {}
+        for l in open(path):
+            if l.strip():
+                j = json.loads(l)
+                r[(j["prompt"], j["turn"])] = j["ids"]
+        return r
+    bad = 0
+    with open(dst, "w") as f:
+        f.write("config\tdataset\tcompared\tdiffering\tfirst differing (prompt, turn)\n")
+        for c in cfg[1:]:
+            i, name, flags, status = c[0], c[1], " " + c[5] + " ", c[12]
+            if status != "run":
+                continue
+            import re
+            m = re.search(r"\s(?:-t|--temperature)\s+([0-9.]+)", flags)
+            sampling = bool(m) and float(m.group(1)) > 0
+            for ds in ("spec_bench", "human_eval"):
+                short = "sb" if ds == "spec_bench" else "he"
+                mine, ref = os.path.join(logs, "ids-%s-%s.jsonl" % (i, short)), os.path.join(logs, "ids-1-%s.jsonl" % short)
+                if sampling or not (os.path.exists(mine) and os.path.exists(ref)):
+                    f.write("%s\t%s\t0\t-\tnot checked (%s)\n" % (name, ds, "sampling" if sampling else "no ids"))
+                    continue
+                a, b = ids_of(mine), ids_of(ref)
+                keys = sorted(set(a) & set(b))
+                diff = [k for k in keys if a[k] != b[k]]
+                bad += len(diff)
+                f.write("%s\t%s\t%d\t%d\t%s\n" % (name, ds, len(keys), len(diff), "%s" % (diff[0],) if diff else "-"))
+    print(bad)
+
 def max_ctx(model):
+    if os.path.isfile(model):  # a GGUF file: the engine's own cap
+        print(4096)
+        return
     c = json.load(open(os.path.join(model, "config.json")))
     print(min(int(c.get("max_position_embeddings", 4096)), 4096))
 
@@ -307,6 +346,8 @@ elif cmd == "collect":
     collect(*args)
 elif cmd == "summarize":
     summarize(*args)
+elif cmd == "lossless":
+    lossless(*args)
 elif cmd == "max-ctx":
     max_ctx(args[0])
 elif cmd == "free-port":
@@ -421,7 +462,7 @@ while IFS= read -r line || [ -n "$line" ]; do
       if [[ " $fl " == *" $f "* ]] && ! gen_has "$f"; then st="skipped: microspec-generate has no $f"; break; fi
     done
   else
-    for f in --vocab-stream --lm-head --device --draft; do
+    for f in --vocab-stream --lm-head --device; do
       [[ " $fl " == *" $f "* ]] && { st="skipped: the cluster config has no key for $f"; break; }
     done
   fi
@@ -478,6 +519,7 @@ cluster_config() {
   local -a a
   read -r -a a <<<"$1"
   local kind="" layers="" vocab="" list="" wmax="" kpre="" kver="" tk="" td="" tt="" chain=false threads="" draft=false j
+  local dmodel="" q8=""
   for ((j = 0; j < ${#a[@]}; j++)); do
     case ${a[$j]} in
       --draft-kind) kind=${a[++j]}; draft=true ;;
@@ -492,13 +534,15 @@ cluster_config() {
       --tree-total) tt=${a[++j]}; draft=true ;;
       --chain) chain=true; draft=true ;;
       --threads) threads=${a[++j]} ;;
+      --draft) dmodel=$(cd "$(dirname "${a[++j]}")" && pwd)/$(basename "${a[j]}"); draft=true ;;
+      --q8-matmul) q8=true ;;
       *) die "cluster: flag '${a[$j]}' has no cluster config key" ;;
     esac
   done
   local dev=$3 max_new=$(( max_sb > max_he ? max_sb : max_he )); [ "$dev" = cuda ] && dev=cuda:0
   {
-    echo "target = { model = \"$model_abs\"; max_ctx = $(py max-ctx "$model_abs"); device = \"$dev\";${threads:+ threads = $threads;} };"
-    echo "draft = { enabled = $draft;${kind:+ kind = \"$kind\";}${layers:+ layers = $layers;} device = \"$dev\"; };"
+    echo "target = { model = \"$model_abs\"; max_ctx = $(py max-ctx "$model_abs"); device = \"$dev\";${threads:+ threads = $threads;}${q8:+ q8_matmul = true;} };"
+    echo "draft = { enabled = $draft;${kind:+ kind = \"$kind\";}${dmodel:+ model = \"$dmodel\";}${layers:+ layers = $layers;} device = \"$dev\";${threads:+ threads = $threads;} };"
     echo "vocab = {${vocab:+ mode = \"$vocab\";}${wmax:+ w_max = $wmax;}${kpre:+ k_pre = $kpre;}${kver:+ k_ver = $kver;}${list:+ list = \"$list\";} };"
     echo "tree = {${tk:+ top_k = $tk;}${td:+ depth = $td;}${tt:+ total = $tt;} chain = $chain; };"
     echo "pipeline = \"$2\";"
@@ -541,8 +585,9 @@ for i in "${!names[@]}"; do
     else
       dv=(); [ "${devs[$i]}" = cpu ] || [[ " ${flags[$i]} " == *" --device "* ]] || dv=(--device "${devs[$i]}")
       # shellcheck disable=SC2086 # the flags are words
+      ids=(); gen_has --ids-out && ids=(--ids-out "$out/logs/ids-$((i + 1))-$ds.jsonl")
       "$T/microspec-generate" --model "$model" $chat --prompts-jsonl "$work/$ds.jsonl" -n "${maxnew[$ds]}" --quiet \
-        "${gen_turns[@]}" "${dv[@]}" --stats-out "$stats" ${flags[$i]} >"$log" 2>"$log.err" &
+        "${gen_turns[@]}" "${dv[@]}" "${ids[@]}" --stats-out "$stats" ${flags[$i]} >"$log" 2>"$log.err" &
     fi
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
@@ -562,6 +607,10 @@ t_end=$(date +%s.%N)
 echo >&2
 
 py summarize "$out/results.jsonl" "$out/configs.tsv" "$out/summary.jsonl"
+n_diff=$(py lossless "$out/logs" "$out/configs.tsv" "$out/lossless.tsv")
+if [ "$n_diff" != 0 ]; then
+  echo "microspec_bench: LOSSLESSNESS FAILURE: $n_diff (prompt, turn) outputs differ from the first configuration's (lossless.tsv)" >&2
+fi
 
 if commit=$(git rev-parse --short HEAD 2>/dev/null); then
   [ -z "$(git status --porcelain -- . ':(exclude)results' ':(exclude)build*' 2>/dev/null)" ] ||
@@ -577,8 +626,9 @@ gpu=$( (nvidia-smi -L 2>/dev/null || true) | head -1 | sed 's/ (UUID.*//')
   echo "commit: $commit"
   echo "command: ${MS_BUILD_DIR:+MS_BUILD_DIR=$MS_BUILD_DIR }${MS_SHARED_DIR:+MS_SHARED_DIR=$MS_SHARED_DIR }tools/microspec_bench.sh ${argv[*]}"
   echo "model: $model"
-  echo "protocol: greedy; max new tokens $max_sb (Spec-Bench) / $max_he (HumanEval) per turn; ${per_cat:-all} question(s) per category; first question 3x untimed; prompts $([ -n "$chat" ] && echo "through the chat template" || echo "encoded raw (no chat template)")$([ "$max_chars" != 0 ] && echo ", each turn cut to $max_chars bytes"); $turns_note; single thread"
+  echo "protocol: greedy; max new tokens $max_sb (Spec-Bench) / $max_he (HumanEval) per turn; ${per_cat:-all} question(s) per category; first question 3x untimed; prompts $([ -n "$chat" ] && echo "through the chat template" || echo "encoded raw (no chat template)")$([ "$max_chars" != 0 ] && echo ", each turn cut to $max_chars bytes"); $turns_note; threads as each configuration's flags say (--threads; default all cores)"
   echo "runtime: $(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.1f", b - a }') s"
 } >"$out/meta.txt"
 echo "microspec_bench: wrote $out/results.jsonl, $out/summary.jsonl" >&2
 [ "$report" = 0 ] || "$root/tools/microspec_report.sh" "$out"
+[ "$n_diff" = 0 ] # a speculative row that changed the output fails the run

@@ -130,6 +130,19 @@ if skipped:
     md.extend(skipped_lines(skipped))
     P("")
 
+lossless_path = os.path.join(d, "lossless.tsv")
+if os.path.exists(lossless_path):
+    rows = [l.rstrip("\n").split("\t") for l in open(lossless_path, encoding="utf-8")][1:]
+    checked = [r for r in rows if r[2] != "0"]
+    n_bad = sum(int(r[3]) for r in checked)
+    P("**Losslessness** (checked by the driver, `lossless.tsv`): %d comparisons, %s — each greedy configuration's"
+      % (sum(int(r[2]) for r in checked), "all identical" if n_bad == 0 else "**%d differ**" % n_bad))
+    P("token ids per question and turn against the first row's.")
+    nc = sorted(set(r[0] for r in rows if r[2] == "0"))
+    if nc:
+        P("Not compared (no token ids, e.g. cluster rows, or sampling): %s." % ", ".join(nc))
+    P("")
+
 # --- the paper's tables
 P("## Decoding speed (tokens/s)")
 P("")
