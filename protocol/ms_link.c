@@ -384,14 +384,16 @@ void ms_link_tick(ms_link *l) {
 /* ---- receive ----------------------------------------------------------------- */
 
 /* Log what the monitor saw: ZeroMQ closes a connection that sends a message
- * over ZMQ_MAXMSGSIZE (or fails its handshake) without telling the socket. */
-static void drain_monitor(ms_link *l) {
+ * over ZMQ_MAXMSGSIZE (or fails its handshake) without telling the socket.
+ * True when a connection closed. */
+static bool drain_monitor(ms_link *l) {
+    bool closed = false;
     for (;;) {
         zmq_msg_t ev, addr;
         zmq_msg_init(&ev);
         if (zmq_msg_recv(&ev, l->monitor, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&ev);
-            return;
+            return closed;
         }
         uint16_t event = 0;
         if (zmq_msg_size(&ev) >= 2) memcpy(&event, zmq_msg_data(&ev), 2);
@@ -399,6 +401,7 @@ static void drain_monitor(ms_link *l) {
         zmq_msg_init(&addr);
         zmq_msg_recv(&addr, l->monitor, 0);
         zmq_msg_close(&addr);
+        closed |= event == ZMQ_EVENT_DISCONNECTED;
         if (event == ZMQ_EVENT_DISCONNECTED)
             MS_LOG_WARN("link: a peer connection closed (it went away, or sent a message over %lld bytes)",
                         (long long)l->o.max_message_bytes);
@@ -556,8 +559,13 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         if (now - l->last_recv_ns > (uint64_t)l->o.heartbeat_ms * 1000000ull) l->listening_since_ns = now;
     }
     const uint64_t end = ms_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    /* Target: a draft found gone while we wait (its heartbeat cannot be
+     * queued: the connection closed, e.g. the process was killed) ends the
+     * wait now, not at its deadline — the caller goes on without it. */
+    const bool had_peer = l->server && l->have_peer;
     for (;;) {
         ms_link_tick(l);
+        if (had_peer && !l->have_peer) return MS_ERR_PEER;
         uint64_t now = ms_now_ns();
         l->last_recv_ns = now;
         long wait_ms = now >= end ? 0 : (long)((end - now) / 1000000ull);
@@ -567,7 +575,10 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         int r = zmq_poll(pi, l->monitor ? 2 : 1, wait_ms);
         l->last_recv_ns = ms_now_ns();
         if (r < 0 && zmq_errno() != EINTR) MS_ZMQ_FAIL(MS_ERR_IO, "poll");
-        if (l->monitor && (pi[1].revents & ZMQ_POLLIN)) drain_monitor(l);
+        if (l->monitor && (pi[1].revents & ZMQ_POLLIN)) {
+            /* A closed connection may be the draft's: probe it with the next tick. */
+            if (drain_monitor(l)) l->last_sent_hb_ns = 0;
+        }
         if (r <= 0 || !(pi[0].revents & ZMQ_POLLIN)) {
             if (ms_now_ns() >= end) return MS_ERR_TIMEOUT;
             continue;

@@ -62,7 +62,10 @@ ms_status ms_link_send(ms_link *l, const ms_wire_msg *m);
  * is answered with an error reply, logged, and MS_ERR_FORMAT returned (the
  * caller just goes on). On the target, a hello from a new draft is returned
  * to the caller, who accepts it with ms_link_accept_peer; messages from any
- * other unknown peer are answered with an error and dropped. *out points into
+ * other unknown peer are answered with an error and dropped. Target: when the
+ * accepted draft is found gone during the wait (its connection closed: a
+ * heartbeat to it cannot be queued), MS_ERR_PEER at once, not at the end of
+ * timeout_ms (ms_link_has_peer is then false). *out points into
  * the link's arena until the next receive. */
 ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out);
 

@@ -47,3 +47,16 @@ while(MS_ITESTS)
 endwhile()
 # Both nodes are single-threaded; two clusters at once on a 2-core machine
 # already share the cores. ctest -j N runs them side by side (unique ports).
+
+# Acceptance 3 of issue 14: the real Qwen2.5-Coder pair (1.5B target, 0.5B
+# draft; tools/install-models.sh, skipped when they cannot be had) as two nodes
+# in two network namespaces: the target's own text, and the same text across a
+# kill -9 of the draft. Real models: not under the sanitizers (label models).
+if(NOT MS_SANITIZE)
+  add_test(NAME test_cluster_realpair COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cluster_realpair.sh)
+  set_tests_properties(test_cluster_realpair PROPERTIES
+    LABELS models
+    TIMEOUT 1500
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "MS_BUILD_DIR=${CMAKE_BINARY_DIR};MS_SHARED_DIR=${MS_SHARED};MS_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+endif()
