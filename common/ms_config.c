@@ -17,6 +17,7 @@
 typedef enum {
     K_BOOL,
     K_INT,
+    K_FLOAT,    /* a double; an integer literal is taken as well */
     K_STR,      /* any printable text */
     K_PATH,     /* a local file or folder, resolved against the config's folder */
     K_ENUM,     /* one of `allowed` ("a|b|c") */
@@ -41,13 +42,15 @@ typedef struct {
     size_t off, size;    /* the field in ms_cfg */
     int flags;
     const char *help;
+    double def_f, lo_f, hi_f; /* K_FLOAT default and bounds, inclusive */
 } cfg_key;
 
 #define FIELD(m) offsetof(ms_cfg, m), sizeof(((ms_cfg *)0)->m)
-#define KEY_BOOL(p, m, d, help) {p, K_BOOL, d, NULL, 0, 1, NULL, FIELD(m), 0, help}
-#define KEY_INT(p, m, d, lo, hi, help) {p, K_INT, d, NULL, lo, hi, NULL, FIELD(m), 0, help}
-#define KEY_STR(p, kind, m, d, flags, help) {p, kind, 0, d, 0, 0, NULL, FIELD(m), flags, help}
-#define KEY_ENUM(p, m, d, allowed, help) {p, K_ENUM, 0, d, 0, 0, allowed, FIELD(m), 0, help}
+#define KEY_BOOL(p, m, d, help) {p, K_BOOL, d, NULL, 0, 1, NULL, FIELD(m), 0, help, 0, 0, 0}
+#define KEY_INT(p, m, d, lo, hi, help) {p, K_INT, d, NULL, lo, hi, NULL, FIELD(m), 0, help, 0, 0, 0}
+#define KEY_FLOAT(p, m, d, lo, hi, help) {p, K_FLOAT, 0, NULL, 0, 0, NULL, FIELD(m), 0, help, d, lo, hi}
+#define KEY_STR(p, kind, m, d, flags, help) {p, kind, 0, d, 0, 0, NULL, FIELD(m), flags, help, 0, 0, 0}
+#define KEY_ENUM(p, m, d, allowed, help) {p, K_ENUM, 0, d, 0, 0, allowed, FIELD(m), 0, help, 0, 0, 0}
 
 /* Keys of one group must be contiguous (ms_cfg_dump opens each group once). */
 static const cfg_key g_keys[] = {
@@ -68,6 +71,13 @@ static const cfg_key g_keys[] = {
     KEY_INT("draft.max_ctx", draft.max_ctx, 0, 0, 1 << 24, "draft KV rows (0: the model's default)"),
     KEY_INT("draft.threads", draft.threads, 1, 1, 1024, "CPU threads of the draft node"),
     KEY_STR("draft.device", K_DEVICE, draft.device, "cpu", 0, "where the draft runs: \"cpu\" or \"cuda:N\""),
+    KEY_FLOAT("draft.p_min", draft.p_min, 0.0, 0.0, 2.0,
+              "confidence stop: a round drafts no further once the draft's top-1 probability at a step (tree mode: "
+              "the best cumulative probability of a level) is below p_min; that token is still verified. 0 = off; "
+              "> 1: one draft step per round"),
+    KEY_BOOL("draft.adaptive", draft.adaptive, 0,
+             "adapt the draft depth per request between 1 and tree.depth+1 tokens from the recent acceptance "
+             "(grow by one after a fully accepted round, shrink towards the accepted-length average + 1)"),
 
     KEY_ENUM("vocab.mode", vocab.mode, "dynamic", "dynamic|static|full",
              "draft vocabulary (DESIGN 5): dynamic (MicroSpec window), static (FR-Spec list), full (all rows)"),
@@ -173,6 +183,7 @@ static const char *kind_name(key_kind kind) {
     switch (kind) {
     case K_BOOL: return "boolean";
     case K_INT: return "integer";
+    case K_FLOAT: return "float";
     case K_ENUM: return "enum";
     case K_PATH: return "path";
     case K_DEVICE: return "device";
@@ -189,6 +200,7 @@ void ms_cfg_defaults(ms_cfg *out) {
         const cfg_key *k = &g_keys[i];
         if (k->kind == K_BOOL) *(bool *)field(out, k) = k->def_i != 0;
         else if (k->kind == K_INT) *(int64_t *)field(out, k) = k->def_i;
+        else if (k->kind == K_FLOAT) *(double *)field(out, k) = k->def_f;
         else snprintf(field(out, k), k->size, "%s", k->def_s);
     }
 }
@@ -504,6 +516,16 @@ static ms_status set_value(cfg_ctx *x, ms_cfg *c, const cfg_key *k, const config
         *(int64_t *)field(c, k) = v;
         return MS_OK;
     }
+    if (k->kind == K_FLOAT) {
+        double v;
+        if (type == CONFIG_TYPE_FLOAT) v = config_setting_get_float(s);
+        else if (type == CONFIG_TYPE_INT || type == CONFIG_TYPE_INT64) v = (double)config_setting_get_int64(s);
+        else return cfg_fail(x, MS_ERR_INVALID, line, k->path, "expected a number, got %s", lc_type_name(type));
+        if (!(v >= k->lo_f && v <= k->hi_f))
+            return cfg_fail(x, MS_ERR_RANGE, line, k->path, "%g is out of range [%g, %g]", v, k->lo_f, k->hi_f);
+        *(double *)field(c, k) = v;
+        return MS_OK;
+    }
     if (type != CONFIG_TYPE_STRING)
         return cfg_fail(x, MS_ERR_INVALID, line, k->path, "expected a string, got %s", lc_type_name(type));
     const char *v = config_setting_get_string(s);
@@ -656,6 +678,12 @@ ms_status ms_cfg_check(const ms_cfg *c, char *err, size_t cap) {
                                 (long long)k->lo, (long long)k->hi);
             continue;
         }
+        if (k->kind == K_FLOAT) {
+            double v = *(const double *)cfield(c, k);
+            if (!(v >= k->lo_f && v <= k->hi_f))
+                return cfg_fail(&x, MS_ERR_RANGE, 0, k->path, "%g is out of range [%g, %g]", v, k->lo_f, k->hi_f);
+            continue;
+        }
         const char *v = cfield(c, k);
         if (!memchr(v, '\0', k->size)) return cfg_fail(&x, MS_ERR_RANGE, 0, k->path, "not NUL-terminated");
         ms_status st = check_text(k, v, why, sizeof why);
@@ -772,9 +800,16 @@ ms_status ms_cfg_load(const char *path, ms_cfg *out) { return ms_cfg_load_ex(pat
 
 /* ---- output --------------------------------------------------------------------- */
 
+/* The shortest of %.15g / %.17g that reads back as the same double. */
+static void format_double(double v, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, cap, "%.17g", v);
+}
+
 static void format_value(const ms_cfg *c, const cfg_key *k, bool mask, char *buf, size_t cap) {
     if (k->kind == K_BOOL) snprintf(buf, cap, "%s", *(const bool *)cfield(c, k) ? "true" : "false");
     else if (k->kind == K_INT) snprintf(buf, cap, "%lld", (long long)*(const int64_t *)cfield(c, k));
+    else if (k->kind == K_FLOAT) format_double(*(const double *)cfield(c, k), buf, cap);
     else {
         const char *v = cfield(c, k);
         if (mask && (k->flags & F_SECRET) && v[0]) v = "(set)";
@@ -787,7 +822,7 @@ void ms_cfg_log(const ms_cfg *c) {
     char v[PATH_MAX];
     for (int64_t i = 0; i < N_KEYS; i++) {
         format_value(c, &g_keys[i], true, v, sizeof v);
-        if (g_keys[i].kind == K_BOOL || g_keys[i].kind == K_INT) MS_LOG_INFO("config %s = %s", g_keys[i].path, v);
+        if (g_keys[i].kind == K_BOOL || g_keys[i].kind == K_INT || g_keys[i].kind == K_FLOAT) MS_LOG_INFO("config %s = %s", g_keys[i].path, v);
         else MS_LOG_INFO("config %s = \"%s\"", g_keys[i].path, v);
     }
 }
@@ -859,6 +894,11 @@ void ms_cfg_dump(const ms_cfg *c, FILE *f, bool with_secrets) {
         } else if (k->kind == K_INT) {
             long long iv = *(const int64_t *)v;
             fprintf(f, "%*s%s = %lld%s;\n", ind, "", p, iv, iv < INT32_MIN || iv > INT32_MAX ? "L" : "");
+        } else if (k->kind == K_FLOAT) {
+            /* a decimal point keeps libconfig reading it as a float */
+            char num[40];
+            format_double(*(const double *)v, num, sizeof num);
+            fprintf(f, "%*s%s = %s%s;\n", ind, "", p, num, strpbrk(num, ".eEn") ? "" : ".0");
         } else {
             fprintf(f, "%*s%s = ", ind, "", p);
             write_quoted(f, v);
@@ -876,6 +916,7 @@ void ms_cfg_help(FILE *f) {
         if (k->kind == K_BOOL) fprintf(f, "default %s", k->def_i ? "true" : "false");
         else if (k->kind == K_INT) fprintf(f, "default %lld, %lld..%lld", (long long)k->def_i, (long long)k->lo,
                                            (long long)k->hi);
+        else if (k->kind == K_FLOAT) fprintf(f, "default %g, %g..%g", k->def_f, k->lo_f, k->hi_f);
         else if (k->kind == K_ENUM) fprintf(f, "default \"%s\", one of %s", k->def_s, k->allowed);
         else fprintf(f, "default \"%s\"", k->def_s);
         fprintf(f, "%s\n      %s\n", (k->flags & F_SECRET) ? " (secret)" : "", k->help);

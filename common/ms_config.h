@@ -17,10 +17,11 @@
  *     the file and field named;
  *   - refuses @include (one file describes the cluster).
  *
- * This module is below the nodes: it knows plain strings and integers. The
- * target and draft nodes translate ms_cfg into their own option structs
- * (draft.kind → ms_draft_kind, vocab.mode → ms_vocab_mode, tree.* →
- * ms_tree_params, vocab.k_pre/k_ver → ms_gen_params).
+ * This module is below the nodes: it knows plain strings, integers and
+ * floats. The target and draft nodes translate ms_cfg into their own option
+ * structs (draft.kind → ms_draft_kind, vocab.mode → ms_vocab_mode, tree.* and
+ * draft.p_min → ms_tree_params, draft.adaptive → ms_dft_opts, vocab.k_pre/k_ver
+ * → ms_gen_params).
  *
  * Error codes (all logged once with the message above):
  *   MS_ERR_IO          the file cannot be read
@@ -74,6 +75,8 @@ typedef struct {
         int64_t max_ctx;                /* 0: the model's default */
         int64_t threads;
         char device[MS_CFG_NAME_MAX];
+        double p_min;                   /* confidence stop of the draft (0: off; ms_tree.h) */
+        bool adaptive;                  /* adaptive draft depth per request (ms_draft.h) */
     } draft;
     struct {
         char mode[MS_CFG_ENUM_MAX];     /* "dynamic" | "static" | "full" */

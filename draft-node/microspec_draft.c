@@ -124,6 +124,8 @@ int main(int argc, char **argv) {
     o.tree.depth = cfg.tree.depth;
     o.tree.total = cfg.tree.total;
     o.tree.chain = cfg.tree.chain;
+    o.tree.p_min = (float)cfg.draft.p_min;
+    o.adaptive = cfg.draft.adaptive;
     o.max_ctx = cfg.draft.max_ctx;
     /* lm / layerskip models run on draft.device; an EAGLE head is CPU-only
      * (draft.device then only selects the feature transport below) */

@@ -76,6 +76,8 @@ struct ms_dft {
     float *pend_feat;  /* eagle: [pending.n, d] */
     int64_t pend_cap;
     ms_tree tree;      /* the last tree drafted */
+    int64_t len;       /* adaptive depth: draft tokens along the deepest path of the next tree (ms_draft.h) */
+    double len_ema;    /* adaptive depth: EMA of accepted draft tokens per round */
     ms_draft_stats next_stats; /* coverage and vocab time to report with the next tree */
 
     /* overlap pre-draft of round `round` + 1 (DESIGN §6) */
@@ -143,6 +145,7 @@ bool ms_dft_head_parse(const char *s, ms_dft_head *out) {
 }
 
 int64_t ms_dft_vocab(const ms_dft *d) { return d->V; }
+int64_t ms_dft_draft_len(const ms_dft *d) { return d->o.adaptive ? d->len : d->o.tree.depth + 1; }
 int64_t ms_dft_hidden(const ms_dft *d) { return d->d; }
 const ms_vocab *ms_dft_vocabulary(const ms_dft *d) { return d->vocab; }
 bool ms_dft_head_on_device(const ms_dft *d) { return d->dv != NULL; }
@@ -433,12 +436,12 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
                  d->q8_head ? "8-bit activations" : "f32 activations");
     else snprintf(where, sizeof where, "on the host");
     MS_LOG_INFO("draft: kind %s%s, vocabulary %s (%lld of %lld rows, stream %s, head %s %s), tree %s k=%lld "
-                "depth=%lld total=%lld",
+                "depth=%lld total=%lld p_min=%g%s",
                 ms_draft_kind_name(o->kind), o->kind == MS_DRAFT_LAYERSKIP ? " (first layers)" : "",
                 ms_vocab_mode_name(o->vocab), (long long)ms_vocab_w_max(d->vocab), (long long)d->V,
                 ms_vocab_stream_name(o->stream), ms_dft_head_name(o->lm_head), where,
                 o->tree.chain ? "chain" : "eagle2", (long long)o->tree.top_k, (long long)o->tree.depth,
-                (long long)o->tree.total);
+                (long long)o->tree.total, (double)o->tree.p_min, o->adaptive ? " adaptive" : "");
     *out = d;
     return MS_OK;
 fail:
@@ -703,6 +706,8 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     d->root = m->root;
     d->round = 0;
     d->tree.n = 0;
+    d->len = d->o.tree.depth + 1;
+    d->len_ema = (double)d->len;
     d->pre_active = false;
     memset(&d->next_stats, 0, sizeof d->next_stats);
     d->next_stats.vocab_ns = vocab_ns;
@@ -724,7 +729,9 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     const int64_t K = d->o.tree.chain ? 1 : d->o.tree.top_k;
     MS_TRY(head_topk(d, d->root_hid, d->dv ? d->dv->root_hid : NULL, &d->root, 1, K, root_ids, root_logp));
     d->n_sub = 0;
-    ms_status s = ms_tree_build(&d->o.tree, d->root, root_ids, root_logp, expand, d, &d->tree);
+    ms_tree_params tp = d->o.tree;
+    if (d->o.adaptive) tp.depth = d->len - 1;
+    ms_status s = ms_tree_build(&tp, d->root, root_ids, root_logp, expand, d, &d->tree);
     /* The tree rows never stay in the draft KV: next round overwrites them. */
     ms_status s2 = d->eg ? ms_eagle_truncate(d->eg, d->committed) : ms_model_truncate(d->lm, d->committed);
     MS_TRY(s);
@@ -771,6 +778,22 @@ static ms_status check_verdict(const ms_dft *d, const ms_msg_verify *m) {
     if (d->eg && (!m->features || m->feat_dim != d->d))
         MS_FAIL(MS_ERR_INVALID, "draft accept: eagle needs path features of width %lld", (long long)d->d);
     return MS_OK;
+}
+
+/* Adaptive depth after a verdict on d->tree (the rule in ms_draft.h). */
+static void adapt_len(ms_dft *d, const ms_msg_verify *m) {
+    if (!d->o.adaptive) return;
+    const int64_t l_max = d->o.tree.depth + 1, a = m->n_path - 1;
+    int64_t deepest = 0;
+    for (int64_t i = 1; i < d->tree.n; i++)
+        if (d->tree.depth[i] > deepest) deepest = d->tree.depth[i];
+    d->len_ema = 0.5 * (d->len_ema + (double)a);
+    if (a == deepest && deepest >= d->len) {
+        if (d->len < l_max) d->len++;
+    } else if (a < deepest) {
+        int64_t want = (int64_t)floor(d->len_ema) + 1;
+        if (want < d->len) d->len = want < 1 ? 1 : want;
+    }
 }
 
 /* Tokens the verdict emits: the accepted path's tokens, then the bonus. */
@@ -831,6 +854,7 @@ static ms_status accept_impl(void *ctx, const ms_msg_verify *m) {
     ms_dft *d = ctx;
     MS_TRY(check_verdict(d, m));
     MS_TRY(rollback_predraft(d));
+    adapt_len(d, m);
     MS_TRY(apply_vocab(d, m, &d->next_stats));
     return set_pending(d, m);
 }
@@ -891,6 +915,7 @@ static ms_status predraft_impl(ms_dft *d) {
 static ms_status accept_overlap_impl(ms_dft *d, const ms_msg_verify *m, bool *hit, ms_msg_tree *tree) {
     *hit = false;
     MS_TRY(check_verdict(d, m));
+    adapt_len(d, m); /* on a hit, round + 1 was pre-drafted at the length before this verdict */
     bool same = d->pre_active && m->n_path == d->pre_n_path && m->bonus == d->pre_bonus &&
                 !memcmp(m->path, d->pre_path, (size_t)m->n_path * sizeof *m->path);
     if (!same) {

@@ -41,7 +41,8 @@ typedef struct {
     ms_vocab_mode vocab;    /* default dynamic */
     const char *vocab_list; /* static: a microspec-freqlist file */
     int64_t w_max;          /* dynamic: window size W_max (default 3072) */
-    ms_tree_params tree;    /* default EAGLE-2 10/5/60 */
+    ms_tree_params tree;    /* default EAGLE-2 10/5/60; tree.p_min: the confidence stop (ms_tree.h) */
+    bool adaptive;          /* adaptive depth per request (see below); default false: always tree.depth */
     int64_t max_ctx;        /* draft KV rows (0: the model's default) */
     const char *device;     /* lm / layerskip: "cpu" (NULL) | "cuda" | "cuda:N" (ms_model_opts.device);
                                eagle heads run on the CPU only: a CUDA device is refused */
@@ -56,6 +57,19 @@ typedef struct {
                                (dynamic) window on the device, see ms_dft_head_on_device */
 } ms_dft_opts;
 
+/* Adaptive depth (o.adaptive). Each request starts at the configured
+ * length L_max = tree.depth + 1 draft tokens along the deepest path (chain:
+ * its length; tree: its levels) and moves the length L in [1, L_max] after
+ * every verdict, from a = accepted draft tokens and D = the deepest node of
+ * the tree just verified:
+ *   e ← (e + a) / 2                         (EMA of a, e₀ = L_max)
+ *   a = D and D ≥ L (all of a full-length path accepted): L ← min(L + 1, L_max)
+ *   a < D (the target cut the path short):             L ← max(1, min(L, ⌊e⌋ + 1))
+ *   otherwise (a shorter path, stopped by p_min, accepted whole): L unchanged.
+ * So the draft runs one token beyond what recent rounds accepted, grows back
+ * one level per fully accepted round, and the round's tree uses depth L − 1.
+ * Deterministic: a function of the verdicts only, so greedy output stays the
+ * target's own whatever the policy (it only changes what is drafted). */
 typedef struct ms_dft ms_dft;
 
 ms_dft_opts ms_dft_opts_default(void);
@@ -82,6 +96,9 @@ ms_status ms_dft_predraft(ms_dft *d);
  * rows are rolled back, the verdict is accepted as usual and *hit = false:
  * draft round r+1 normally. Without a pre-draft this is accept. */
 ms_status ms_dft_accept_overlap(ms_dft *d, const ms_msg_verify *m, bool *hit, ms_msg_tree *tree);
+/* The adaptive length L of the request in progress (draft tokens along the
+ * deepest path of the next tree); tree.depth + 1 when not adaptive. */
+int64_t ms_dft_draft_len(const ms_dft *d);
 /* Pre-drafts that were confirmed / dropped since creation. */
 void ms_dft_overlap_counts(const ms_dft *d, int64_t *hits, int64_t *misses);
 

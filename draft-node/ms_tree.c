@@ -15,11 +15,12 @@ typedef struct {
     int32_t row[MS_TREE_MAX_HIST];       /* submission row once expanded, else −1 */
     int32_t level[MS_TREE_MAX_HIST];     /* node depth (1 = child of the root) */
     float score[MS_TREE_MAX_HIST];       /* cumulative log-prob s */
+    float step[MS_TREE_MAX_HIST];        /* own log-prob given the parent (the draft's candidate logp) */
 } tree_history;
 _Static_assert(MS_TREE_MAX_HIST < INT32_MAX, "history slots fit int32");
 
 ms_tree_params ms_tree_params_default(void) {
-    return (ms_tree_params){.top_k = 10, .depth = 5, .total = 60, .chain = false};
+    return (ms_tree_params){.top_k = 10, .depth = 5, .total = 60, .chain = false, .p_min = 0.0f};
 }
 
 ms_status ms_tree_params_check(const ms_tree_params *p) {
@@ -27,6 +28,8 @@ ms_status ms_tree_params_check(const ms_tree_params *p) {
     if (p->top_k < 1 || p->top_k > MS_TREE_MAX_K)
         MS_FAIL(MS_ERR_INVALID, "draft tree: top_k = %lld, expected 1..%d", (long long)p->top_k, MS_TREE_MAX_K);
     if (p->depth < 0) MS_FAIL(MS_ERR_INVALID, "draft tree: depth = %lld, expected ≥ 0", (long long)p->depth);
+    if (!(p->p_min >= 0.0f) || isinf(p->p_min))
+        MS_FAIL(MS_ERR_INVALID, "draft tree: p_min = %g, expected a finite value ≥ 0", (double)p->p_min);
     if (p->chain) {
         if (p->depth > MS_TREE_MAX - 2)
             MS_FAIL(MS_ERR_INVALID, "draft tree: chain depth = %lld, expected ≤ %d (depth+2 nodes ≤ %d)",
@@ -71,7 +74,7 @@ static void rank_insert(const float *score, int32_t h, int32_t *best, int64_t *n
     if (*n < cap) (*n)++;
 }
 
-static int32_t hist_push(tree_history *h, int32_t token, int32_t parent, int32_t level, float score) {
+static int32_t hist_push(tree_history *h, int32_t token, int32_t parent, int32_t level, float score, float step) {
     MS_ASSERT(h->n < MS_TREE_MAX_HIST);
     int32_t i = (int32_t)h->n++;
     h->token[i] = token;
@@ -79,11 +82,23 @@ static int32_t hist_push(tree_history *h, int32_t token, int32_t parent, int32_t
     h->row[i] = -1;
     h->level[i] = level;
     h->score[i] = score;
+    h->step[i] = step;
     return i;
 }
 
-static ms_status build(int64_t K, int64_t depth, int64_t total, int32_t root_token, const int32_t *root_ids,
-                       const float *root_logp, ms_tree_expand_fn expand, void *ctx, ms_tree *out) {
+/* The confidence stop before a pass: true when the best node the pass would
+ * submit has probability below p_min. beam[0] is the best-ranked beam node;
+ * chain: its own step's log-prob (the token's draft top-1 probability), tree:
+ * its cumulative s. Compared in the log domain: log(p_min) is −inf for
+ * p_min = 0, so nothing stops then. */
+static bool confidence_stop(const tree_history *h, const int32_t *beam, bool chain, float log_p_min) {
+    int32_t b = beam[0];
+    return (chain ? h->step[b] : h->score[b]) < log_p_min;
+}
+
+static ms_status build(int64_t K, int64_t depth, int64_t total, bool chain, float p_min, int32_t root_token,
+                       const int32_t *root_ids, const float *root_logp, ms_tree_expand_fn expand, void *ctx,
+                       ms_tree *out) {
     tree_history h;
     h.n = 0;
     /* Rows submitted this round (≤ MS_TREE_MAX): what the callback sees. */
@@ -94,10 +109,12 @@ static ms_status build(int64_t K, int64_t depth, int64_t total, int32_t root_tok
     int32_t beam[MS_TREE_MAX_K];
 
     MS_TRY(check_candidates(root_ids, root_logp, K, "root", 0));
-    for (int64_t j = 0; j < K; j++) beam[j] = hist_push(&h, root_ids[j], -1, 1, root_logp[j]);
+    for (int64_t j = 0; j < K; j++) beam[j] = hist_push(&h, root_ids[j], -1, 1, root_logp[j], root_logp[j]);
 
+    const float log_p_min = p_min > 0.0f ? logf(p_min) : -INFINITY;
     int64_t n_rows = 0;
     for (int64_t pass = 1; pass <= depth; pass++) {
+        if (confidence_stop(&h, beam, chain, log_p_min)) break;
         int64_t first = n_rows;
         MS_ASSERT(first + K <= MS_TREE_MAX);
         for (int64_t r = 0; r < K; r++) {
@@ -129,7 +146,7 @@ static ms_status build(int64_t K, int64_t depth, int64_t total, int32_t root_tok
             int32_t b = beam[r];
             for (int64_t j = 0; j < K; j++) {
                 int32_t c = hist_push(&h, cand_ids[r * K + j], b, h.level[b] + 1,
-                                      h.score[b] + cand_logp[r * K + j]);
+                                      h.score[b] + cand_logp[r * K + j], cand_logp[r * K + j]);
                 rank_insert(h.score, c, next, &n_beam, K);
             }
         }
@@ -187,7 +204,7 @@ ms_status ms_tree_build(const ms_tree_params *p, int32_t root_token, const int32
     /* Chain = tree with K = 1 whose rerank keeps every slot (1 + depth of them). */
     int64_t K = p->chain ? 1 : p->top_k;
     int64_t total = p->chain ? p->depth + 2 : p->total;
-    ms_status st = build(K, p->depth, total, root_token, root_ids, root_logp, expand, ctx, out);
+    ms_status st = build(K, p->depth, total, p->chain, p->p_min, root_token, root_ids, root_logp, expand, ctx, out);
     if (st < 0) out->n = 0;
     return st;
 }

@@ -20,6 +20,18 @@
  * Chain mode: depth+1 tokens, each the top-1 child of the previous one (tree
  *   mode with K = 1 and total = depth + 2; the callback gets k = 1, one row
  *   per pass; top_k and total are not used).
+ * Confidence stop (p_min > 0, llama.cpp's --draft-p-min): before pass i the
+ *   builder looks at the nodes it would submit. Chain: the level-i token's own
+ *   draft probability exp(logp) (the top-1 of that step, not the product
+ *   along the chain); tree: the beam's best cumulative probability exp(s).
+ *   Below p_min, drafting stops: no more passes, the tree is what the history
+ *   holds (rerank and flatten as usual). The low-confidence token itself is
+ *   KEPT: it came out of the previous pass (or the root's head) for free and
+ *   costs only one verify row, which on a weight-bound target is nearly free,
+ *   while its draft forward — the cost p_min exists to avoid — is skipped.
+ *   (llama.cpp drops it; there the token's verify row is what it saves.) So a
+ *   round always drafts ≥ 1 token, and p_min > 1 drafts exactly the level-1
+ *   candidates with no pass at all. The expand callback runs ≤ depth times.
  *
  * Rows per round: tree K·depth (defaults 50), chain depth; always ≤ 64 so that
  * a row's attention mask fits a uint64. Nothing is allocated: the builder
@@ -40,6 +52,8 @@ typedef struct {
     int64_t depth; /* expansion passes after the first (default 5) → max node depth depth+1 */
     int64_t total; /* nodes incl. the root (default 60, 2..MS_TREE_MAX) */
     bool chain;    /* chain mode: a single path of depth+1 tokens (top-1 each step) */
+    float p_min;   /* confidence stop (see above): 0 = off (default), in [0, 1] stops below p_min, > 1
+                      never expands */
 } ms_tree_params;
 
 
@@ -60,18 +74,20 @@ typedef ms_status (*ms_tree_expand_fn)(void *ctx, const int32_t *tokens, const i
                                        const int32_t *parent_row, const uint64_t *mask, int64_t n_rows,
                                        int64_t k, int32_t *out_ids, float *out_logp);
 
-/* EAGLE-2 defaults: top_k 10, depth 5, total 60, tree mode. */
+/* EAGLE-2 defaults: top_k 10, depth 5, total 60, tree mode, p_min 0. */
 ms_tree_params ms_tree_params_default(void);
 
 /* MS_OK, or MS_ERR_INVALID with a message naming the field: top_k in
  * [1, MS_TREE_MAX_K], depth ≥ 0, and in tree mode total in [2, MS_TREE_MAX] and
- * top_k·depth ≤ MS_TREE_MAX rows; in chain mode depth + 2 ≤ MS_TREE_MAX. */
+ * top_k·depth ≤ MS_TREE_MAX rows; in chain mode depth + 2 ≤ MS_TREE_MAX;
+ * p_min finite and ≥ 0. */
 ms_status ms_tree_params_check(const ms_tree_params *p);
 
 /* Builds the tree into *out (out->n = 0 on any failure).
  * root_ids/root_logp: the K best of the draft's distribution after the root
  * (level 1), descending; K = p->top_k entries (chain mode reads entry 0 only).
- * expand may be NULL only when p->depth == 0. It is called depth times. */
+ * expand may be NULL only when p->depth == 0. It is called depth times, or
+ * fewer when p->p_min stops the round early. */
 ms_status ms_tree_build(const ms_tree_params *p, int32_t root_token, const int32_t *root_ids,
                         const float *root_logp, ms_tree_expand_fn expand, void *ctx, ms_tree *out);
 

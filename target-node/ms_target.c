@@ -168,6 +168,9 @@ void ms_gen_stats_print(const ms_gen_stats *s, FILE *f) {
     for (int64_t d = 1; d <= s->max_depth && d <= 8; d++) fprintf(f, " %lld:%.3f", (long long)d, ms_gen_stats_accept_rate(s, d));
     fprintf(f, "\n");
     if (s->spec_rounds > 0)
+        fprintf(f, "drafted per round: mean %.2f, max %lld tokens\n", (double)s->drafted / (double)s->spec_rounds,
+                (long long)s->drafted_max);
+    if (s->spec_rounds > 0)
         fprintf(f, "draft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n",
                 (double)s->vocab_sum / (double)s->spec_rounds, (long long)s->vocab_max, ms_gen_stats_coverage(s),
                 (long long)s->covered, (long long)s->emitted);
@@ -370,6 +373,8 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             st->spec_rounds++;
             for (int64_t d = 1; d < n_path; d++) st->accepted_ge[d]++;
             if (n_path - 1 > st->max_depth) st->max_depth = n_path - 1;
+            st->drafted += tree->n - 1;
+            if (tree->n - 1 > st->drafted_max) st->drafted_max = tree->n - 1;
             st->vocab_sum += tm.stats.vocab_size;
             if (tm.stats.vocab_size > st->vocab_max) st->vocab_max = tm.stats.vocab_size;
             st->covered += tm.stats.covered;

@@ -40,6 +40,8 @@ typedef struct {
     int64_t spec_rounds;          /* rounds verified against a draft tree */
     int64_t accepted_ge[MS_TREE_MAX + 1]; /* rounds whose accepted draft path had ≥ d tokens (d ≥ 1) */
     int64_t max_depth;            /* deepest d with accepted_ge[d] counted */
+    int64_t drafted;              /* draft tokens verified (tree nodes − root) summed over spec rounds */
+    int64_t drafted_max;          /* the most draft tokens in one spec round's tree */
     int64_t vocab_sum, vocab_max; /* active draft vocabulary over spec rounds */
     int64_t covered, emitted;     /* coverage numerator / denominator (from the draft) */
     double prefill_s, draft_backbone_s, draft_head_s, vocab_s, verify_s, accept_s, total_s;

@@ -1,12 +1,12 @@
 # Speculative core acceptance tests (target-node/ms_target.c + draft-node/ms_draft.c,
 # DESIGN §4-§5): greedy output == autoregressive for every draft kind × vocabulary
-# mode × tree shape; wrong and failing drafts; lossless sampling (chi-square against
+# mode × tree shape, and under the draft policies (confidence stop p_min, adaptive depth); wrong and failing drafts; lossless sampling (chi-square against
 # the target's exact distribution, with a deliberately broken verifier that must be
 # caught); statistics consistency. Models are made in temporary folders with the
 # built tools; shared parts (stories260K, Spec-Bench, the Qwen3 tokenizer) are
 # skipped with a message when ../shared is absent. SPEC_SMALL=1 (automatic under
 # ASan) shrinks prompt counts and sample sizes.
-set(MS_SPEC_TESTS test_spec_equiv test_spec_faults test_spec_sampling test_spec_stats)
+set(MS_SPEC_TESTS test_spec_equiv test_spec_faults test_spec_sampling test_spec_stats test_spec_policy)
 foreach(t ${MS_SPEC_TESTS})
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
     ms_add_test(${t} ${t}.c LIBS ms_target ms_draft ms_protocol LABELS spec TIMEOUT 600)

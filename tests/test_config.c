@@ -192,6 +192,10 @@ static const bad_case g_bad[] = {
     {"hex literal overflow", M "vocab = { w_max = 0x80000000; };\n", MS_ERR_RANGE, 2, "0x80000000 does not fit 32 bits"},
     {"big literal in an unknown key", M "\nfoo = 99999999999;\n", MS_ERR_UNSUPPORTED, 3, "foo: unknown key"},
     {"negative", M "link = { deadline_ms = -5; };\n", MS_ERR_RANGE, 2, "link.deadline_ms: -5 is out of range"},
+    {"p_min above range", M "draft = { p_min = 2.5; };\n", MS_ERR_RANGE, 2, "draft.p_min: 2.5 is out of range [0, 2]"},
+    {"p_min negative", M "draft = { p_min = -0.1; };\n", MS_ERR_RANGE, 2, "draft.p_min: -0.1 is out of range"},
+    {"string for a float", M "draft = { p_min = \"0.3\"; };\n", MS_ERR_INVALID, 2,
+     "draft.p_min: expected a number, got a string"},
     {"bad vocab mode", M "vocab = {\n  mode = \"dynamc\";\n};\n", MS_ERR_INVALID, 3,
      "vocab.mode: \"dynamc\" is not one of dynamic|static|full"},
     {"bad draft kind", M "draft = { kind = \"medusa\"; };\n", MS_ERR_INVALID, 2, "draft.kind: \"medusa\" is not one of layerskip|lm|eagle"},
@@ -381,7 +385,7 @@ static void test_paths(void) {
 static const char *const g_full =
     "target = { model = \"/models/my \\\"target\\\" \\\\ é\"; max_ctx = 2048; threads = 3; device = \"cuda:2\"; };\n"
     "draft = { enabled = false; kind = \"eagle\"; model = \"rel/eagle\"; layers = 2; max_ctx = 1000; threads = 2;\n"
-    "          device = \"cuda:3\"; };\n"
+    "          device = \"cuda:3\"; p_min = 0.35; adaptive = true; };\n"
     "vocab = { mode = \"static\"; w_max = 99; k_pre = 0; k_ver = 5; list = \"lists/k.txt\"; stream = \"context\";\n"
     "          lm_head = \"indexed\"; };\n"
     "tree = { top_k = 4; depth = 3; total = 12; chain = true; };\n"
@@ -449,6 +453,8 @@ static void test_get_string(void) {
         {"target.model", "/models/my \"target\" \\ é"},
         {"link.curve.client_secret", K_CS},
         {"draft.model", "rel/eagle"},
+        {"draft.p_min", "0.35"},
+        {"draft.adaptive", "true"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         CHECK(ms_cfg_get_string(&c, want[i][0], v, sizeof v) == MS_OK, "%s", want[i][0]);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Speculative == autoregressive, greedy, token for token, on the real GGUF
 # models in every draft vocabulary mode (full, static FR-Spec list, dynamic
-# MicroSpec window), tree and chain.
+# MicroSpec window), tree and chain, and under the draft policies (the
+# confidence stop --draft-p-min, adaptive depth --draft-adaptive).
 #
 #   test_gguf_spec.sh BUILD_DIR gemma|qwen [N_PROMPTS] [N_TOKENS]
 #
@@ -56,6 +57,8 @@ configs=(
   "dynamic-chain|--vocab dynamic --w-max 1024 --chain --tree-depth 4"
   "static-chain|--vocab static --vocab-list $tmp/static.list --chain --tree-depth 3"
   "full-tree|--vocab full --tree-k 3 --tree-depth 2 --tree-total 8"
+  "dynamic-chain-pmin|--vocab dynamic --w-max 3072 --chain --tree-depth 4 --draft-p-min 0.5"
+  "dynamic-chain-adaptive|--vocab dynamic --w-max 3072 --chain --tree-depth 6 --draft-adaptive --draft-p-min 0.3"
 )
 for c in "${configs[@]}"; do
   name=${c%%|*}

@@ -394,6 +394,95 @@ static void run_case(dist_cfg d, int32_t root, int64_t K, int64_t depth, int64_t
     tree_props(&t, &d, &c, chain ? 1 : K, depth, n_expect, what);
 }
 
+/* ---- confidence stop (p_min) ------------------------------------------------------------------- */
+
+static int64_t g_pmin_cut, g_pmin_full; /* cases where p_min stopped early / let every pass run */
+
+/* The builder with p_min must equal the p_min = 0 reference built to the depth
+ * where drafting should stop: before pass δ+1 (δ = 0..depth-1), chain — the
+ * level-(δ+1) token's own probability from the draft (dist_topk along the
+ * naive chain); tree — the best cumulative probability among the level-(δ+1)
+ * candidates of the full naive history of depth δ (total 64 keeps all of it:
+ * callers keep K + δK² ≤ 63). The first δ where that is below p_min is the
+ * effective depth; the callback must run exactly that often. */
+static void run_pmin_case(dist_cfg d, int32_t root, int64_t K, int64_t depth, int64_t total, bool chain, float p_min) {
+    char what[192];
+    snprintf(what, sizeof what, "p_min %g: %s V=%lld seed=%llu K=%lld depth=%lld total=%lld%s", (double)p_min,
+             kind_name[d.kind], (long long)d.V, (unsigned long long)d.seed, (long long)K, (long long)depth,
+             (long long)total, chain ? " chain" : "");
+    int64_t eff = depth;
+    for (int64_t delta = 0; delta < depth && eff == depth; delta++) {
+        ms_tree full;
+        double best = -INFINITY;
+        if (chain) {
+            naive_chain(&d, root, delta, &full); /* tokens of levels 1..delta+1 */
+            int32_t path[MS_TREE_MAX + 2], id;
+            float lp;
+            for (int64_t i = 0; i <= delta; i++) path[i] = full.token[i];
+            dist_topk(&d, path, delta + 1, 1, &id, &lp); /* the level-(delta+1) token given its parent */
+            CHECK(id == full.token[delta + 1], "%s: naive chain token", what);
+            best = lp;
+        } else {
+            int64_t H = naive_tree(&d, root, K, delta, MS_TREE_MAX, &full);
+            CHECK(H <= MS_TREE_MAX - 1, "%s: history %lld does not fit the reference", what, (long long)H);
+            for (int64_t i = 1; i < full.n; i++)
+                if (full.depth[i] == delta + 1 && full.score[i] > best) best = full.score[i];
+        }
+        if (exp(best) < (double)p_min) eff = delta;
+    }
+    if (eff < depth) g_pmin_cut++;
+    else if (depth > 0) g_pmin_full++;
+
+    ms_tree_params p = {.top_k = K, .depth = depth, .total = total, .chain = chain, .p_min = p_min};
+    cb_ctx c;
+    cb_init2(&c, d, root, K, chain ? 1 : K);
+    ms_tree t, ref;
+    memset(&t, 0xa5, sizeof t);
+    ms_status st = ms_tree_build(&p, root, c.root_ids, c.root_logp, cb_expand, &c, &t);
+    CHECK(st == MS_OK, "%s: status %d", what, st);
+    if (st != MS_OK) return;
+    CHECK(c.calls == eff, "%s: %lld callback calls, expected %lld", what, (long long)c.calls, (long long)eff);
+    int64_t n_expect;
+    if (chain) {
+        naive_chain(&d, root, eff, &ref);
+        n_expect = eff + 2;
+    } else {
+        int64_t H = naive_tree(&d, root, K, eff, total, &ref);
+        n_expect = 1 + (total - 1 < H ? total - 1 : H);
+    }
+    tree_same(&t, &ref, what);
+    tree_props(&t, &d, &c, chain ? 1 : K, eff, n_expect, what);
+    /* p_min > 1: no pass at all, the level-1 candidates only (chain: one token). */
+    if (p_min > 1.0f) CHECK(c.calls == 0 && t.n == 1 + (chain ? 1 : (total - 1 < K ? total - 1 : K)),
+                            "%s: %lld calls, %lld nodes", what, (long long)c.calls, (long long)t.n);
+}
+
+static int64_t test_pmin(void) {
+    static const float p_mins[] = {0.0f, 0.07f, 0.3f, 0.45f, 0.9f, 1.01f}; /* none is 1/n: no exact ties */
+    int64_t cases = 0;
+    for (int kind = 0; kind < D_KINDS; kind++)
+        for (size_t pi = 0; pi < sizeof p_mins / sizeof p_mins[0]; pi++)
+            for (uint64_t seed = 1; seed <= 6; seed++) {
+                /* peaked draws (small V) pass high thresholds sometimes, flat ones (large V) rarely */
+                dist_cfg d = {kind, seed % 2 ? 4 : 40, seed * 31 + pi};
+                run_pmin_case(d, (int32_t)(seed % 4), 1, (int64_t)(2 + seed), 2, true, p_mins[pi]), cases++;
+                dist_cfg dt = {kind, seed % 2 ? 5 : 40, seed * 17 + pi};
+                int64_t K = seed % 2 ? 2 : 3; /* K + δK² ≤ 63 for δ < 4 */
+                run_pmin_case(dt, (int32_t)(seed % 5), K, 4, seed % 3 ? 12 : 40, false, p_mins[pi]), cases++;
+            }
+    /* The stop must have happened and also not happened: a builder that
+     * ignores p_min, or stops always, fails the comparisons above. */
+    CHECK(g_pmin_cut > 10 && g_pmin_full > 10, "p_min cases: %lld cut early, %lld full depth", (long long)g_pmin_cut,
+          (long long)g_pmin_full);
+    ms_tree_params bad = {.top_k = 1, .depth = 2, .total = 2, .chain = true, .p_min = -0.5f};
+    CHECK(ms_tree_params_check(&bad) == MS_ERR_INVALID, "negative p_min accepted");
+    bad.p_min = NAN;
+    CHECK(ms_tree_params_check(&bad) == MS_ERR_INVALID, "NaN p_min accepted");
+    bad.p_min = INFINITY;
+    CHECK(ms_tree_params_check(&bad) == MS_ERR_INVALID, "infinite p_min accepted");
+    return cases;
+}
+
 /* ---- hand-worked example: K=2, depth=1 ---------------------------------------------------------- */
 
 static ms_status hand_expand(void *ctx, const int32_t *tokens, const int32_t *depth, const int32_t *parent_row,
@@ -600,6 +689,8 @@ int main(void) {
         dist_cfg d = {kind, 31, 5};
         run_case(d, 4, 1, MS_TREE_MAX - 2, 60, true), cases++;
     }
+
+    cases += test_pmin();
 
     if (g_fail) {
         fprintf(stderr, "test_tree: %d failures in %lld cases\n", g_fail, (long long)cases);

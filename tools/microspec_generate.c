@@ -83,6 +83,12 @@ static void usage(FILE *f) {
             "      --tree-depth N     expansion passes after the first (default 5)\n"
             "      --tree-total N     tree nodes incl. the root, ≤ 64 (default 60)\n"
             "      --chain            a single path of tree-depth+1 tokens instead of a tree\n"
+            "      --draft-p-min P    confidence stop: draft no further in a round once the draft's\n"
+            "                         top-1 probability at a step (tree: the best cumulative\n"
+            "                         probability of a level) is below P; that token is still\n"
+            "                         verified (default 0 = off; > 1: one draft step per round)\n"
+            "      --draft-adaptive   adapt the draft depth per request between 1 and tree-depth+1\n"
+            "                         tokens from the recent acceptance (see draft-node/ms_draft.h)\n"
             "  -h, --help             this text\n");
 }
 
@@ -248,7 +254,7 @@ static ms_status answer_text(const ms_tok *tok, const ms_ids *gen, char **out) {
  * (eagle2-frspec-notes §5.4): tokens/s is the mean over questions of
  * Σ_turns new_tokens / Σ_turns wall time (prefill included). */
 typedef struct {
-    int64_t prompts, turns, new_tokens, rounds, vocab_sum, vocab_max, spec_rounds, covered, emitted;
+    int64_t prompts, turns, new_tokens, rounds, vocab_sum, vocab_max, spec_rounds, covered, emitted, drafted;
     int64_t accepted_ge[MS_TREE_MAX + 1];
     double tps_sum, wall, draft_s, head_s, vocab_s, verify_s, accept_s;
     float link_us[1 << 16];
@@ -261,6 +267,7 @@ static void summary_add(summary *u, const ms_gen_stats *s) {
     u->new_tokens += s->new_tokens;
     u->rounds += s->rounds;
     u->spec_rounds += s->spec_rounds;
+    u->drafted += s->drafted;
     u->vocab_sum += s->vocab_sum;
     if (s->vocab_max > u->vocab_max) u->vocab_max = s->vocab_max;
     u->covered += s->covered;
@@ -292,6 +299,7 @@ static void summary_print(const summary *u, bool spec, FILE *f) {
     fprintf(f, "mean accepted length: %.3f tokens/forward over %lld rounds\n", emitted / rounds,
             (long long)u->rounds);
     if (!spec) return;
+    fprintf(f, "drafted per round: %.3f tokens\n", (double)u->drafted / sr);
     fprintf(f, "acceptance by depth:");
     for (int64_t d = 1; d <= 8 && u->accepted_ge[d] > 0; d++) fprintf(f, " %lld:%.3f", (long long)d, (double)u->accepted_ge[d] / sr);
     fprintf(f, "\ndraft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n", (double)u->vocab_sum / sr,
@@ -322,11 +330,11 @@ static void write_stats_line(FILE *f, int64_t index, int64_t turn, const questio
     put_json_str(f, "category", q->category);
     fprintf(f,
             ", \"prompt_tokens\": %lld, \"new_tokens\": %lld, \"rounds\": %lld, \"spec_rounds\": %lld, "
-            "\"mean_accepted\": %.4f, \"coverage\": %.4f, \"vocab_mean\": %.1f, \"vocab_max\": %lld, "
+            "\"mean_accepted\": %.4f, \"drafted\": %lld, \"coverage\": %.4f, \"vocab_mean\": %.1f, \"vocab_max\": %lld, "
             "\"wall_s\": %.6f, \"prefill_s\": %.6f, \"draft_backbone_s\": %.6f, \"draft_head_s\": %.6f, "
             "\"vocab_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f, \"stop\": \"%s\", \"draft_failed\": %s}\n",
             (long long)s->prompt_tokens, (long long)s->new_tokens, (long long)s->rounds,
-            (long long)s->spec_rounds, ms_gen_stats_mean_accepted(s), ms_gen_stats_coverage(s),
+            (long long)s->spec_rounds, ms_gen_stats_mean_accepted(s), (long long)s->drafted, ms_gen_stats_coverage(s),
             s->spec_rounds ? (double)s->vocab_sum / (double)s->spec_rounds : 0.0, (long long)s->vocab_max, s->total_s,
             s->prefill_s, s->draft_backbone_s, s->draft_head_s, s->vocab_s, s->verify_s, s->accept_s, s->stop_reason,
             s->draft_failed ? "true" : "false");
@@ -350,7 +358,7 @@ int main(int argc, char **argv) {
 
     enum {
         O_STEPS = 1000, O_TOPP, O_SEED, O_MAXCTX, O_THREADS, O_ECHO, O_NOBOS, O_IGNEOS, O_DRAFT, O_DKIND,
-        O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_CHAIN, O_JSONL, O_FIRST,
+        O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_PMIN, O_ADAPT, O_CHAIN, O_JSONL, O_FIRST,
         O_QUIET, O_STATSOUT, O_IDSOUT, O_Q8MM, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE
     };
     static const struct option opts[] = {
@@ -368,6 +376,7 @@ int main(int argc, char **argv) {
         {"k-ver", required_argument, 0, O_KVER},     {"tree-k", required_argument, 0, O_TK},
         {"tree-depth", required_argument, 0, O_TDEPTH}, {"tree-total", required_argument, 0, O_TTOTAL},
         {"chain", no_argument, 0, O_CHAIN},          {"prompts-jsonl", required_argument, 0, O_JSONL},
+        {"draft-p-min", required_argument, 0, O_PMIN}, {"draft-adaptive", no_argument, 0, O_ADAPT},
         {"first", required_argument, 0, O_FIRST},    {"quiet", no_argument, 0, O_QUIET},
         {"stats-out", required_argument, 0, O_STATSOUT}, {"ids-out", required_argument, 0, O_IDSOUT},
         {"q8-matmul", no_argument, 0, O_Q8MM}, {"help", no_argument, 0, 'h'},
@@ -409,6 +418,13 @@ int main(int argc, char **argv) {
         case O_TDEPTH: ok = parse_i64(optarg, "--tree-depth", 0, 62, &dopt.tree.depth); break;
         case O_TTOTAL: ok = parse_i64(optarg, "--tree-total", 2, MS_TREE_MAX, &dopt.tree.total); break;
         case O_CHAIN: dopt.tree.chain = true; break;
+        case O_PMIN: {
+            double pm = 0.0;
+            ok = parse_f(optarg, "--draft-p-min", 0.0, 2.0, &pm);
+            dopt.tree.p_min = (float)pm;
+            break;
+        }
+        case O_ADAPT: dopt.adaptive = true; break;
         case O_VSTREAM: vocab_stream = optarg; break;
         case O_LMHEAD: lm_head = optarg; break;
         case O_DEVICE: device = optarg; break;

@@ -1,0 +1,367 @@
+/* test_spec_policy.c — the draft policies of issue 14: the confidence stop
+ * (ms_tree_params.p_min, ms_tree.h) and adaptive depth (ms_dft_opts.adaptive,
+ * ms_draft.h).
+ *
+ *  1. Greedy speculative output == autoregressive output, token for token and
+ *     with the same stop reason, for p_min ∈ {0, 0.3, 0.9, 1.01} × adaptive
+ *     off / on × chain depth 4, chain depth 6 and a 4/3/16 tree, on
+ *     stories260K (layerskip 1 and 2 drafts, the model as its own lm draft;
+ *     text prompts) and on a seeded
+ *     random qwen3 target (a random 1-layer lm draft: poor acceptance; the
+ *     target as its own lm draft: near-total acceptance).
+ *  2. What the engine reports (ms_gen_stats.drafted / drafted_max /
+ *     spec_rounds), never time: p_min 0 without adaptation drafts the full
+ *     chain every round; p_min 1.01 drafts exactly the level-1 candidates (a
+ *     chain: one token) every round; on stories a high p_min cuts some rounds
+ *     short; adaptive depth drafts less per round behind a poor draft and
+ *     stays near the maximum behind the target itself.
+ *  3. The adaptation rule: the draft port driven by hand with seeded verdicts;
+ *     every tree's length must be what a separate copy of the rule predicts.
+ */
+#include "spec_util.h"
+
+#include "ms_tokenizer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PROMPTS 8
+
+typedef struct {
+    const char *label;
+    ms_tgt *tgt;
+    int64_t V;
+    int64_t n_prompts;
+    ms_ids prompts[MAX_PROMPTS];
+    ms_gen_params params[MAX_PROMPTS];
+    ms_ids ar[MAX_PROMPTS];
+    const char *ar_reason[MAX_PROMPTS];
+} group;
+
+typedef struct {
+    const char *name;
+    ms_draft_kind kind;
+    const char *model_dir, *target_dir;
+    int64_t layers;
+} draft_spec;
+
+static const struct {
+    const char *name;
+    ms_tree_params tree;
+} SHAPES[] = {
+    {"chain4", {.top_k = 1, .depth = 4, .total = 2, .chain = true}},
+    {"chain6", {.top_k = 1, .depth = 6, .total = 2, .chain = true}},
+    {"tree4/3/16", {.top_k = 4, .depth = 3, .total = 16, .chain = false}},
+};
+enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0] };
+static const float P_MINS[] = {0.0f, 0.3f, 0.9f, 1.01f};
+enum { N_PMINS = sizeof P_MINS / sizeof P_MINS[0] };
+
+static int64_t g_runs;
+
+/* What one policy drafted over all prompts of a group. */
+typedef struct {
+    int64_t spec_rounds, drafted, drafted_max, accepted;
+} tally;
+
+static void group_reference(group *g, int64_t max_new, const int32_t *eos, int64_t n_eos) {
+    spec_sink sink = {0};
+    ms_gen_stats st;
+    for (int64_t i = 0; i < g->n_prompts; i++) {
+        ms_gen_params p = ms_gen_params_default();
+        p.max_new_tokens = max_new;
+        for (int64_t e = 0; e < n_eos && p.n_stop < MS_MAX_STOP; e++) p.stop_ids[p.n_stop++] = eos[e];
+        ms_status s = spec_generate(g->tgt, NULL, g->prompts[i].v, g->prompts[i].n, &p, &sink, &st);
+        SPEC_CHECK(s >= 0 && st.spec_rounds == 0, "%s prompt %lld: AR reference", g->label, (long long)i);
+        g->params[i] = p;
+        g->ar_reason[i] = st.stop_reason;
+        g->ar[i].n = 0;
+        for (int64_t k = 0; k < sink.ids.n && s >= 0; k++) s = ms_ids_push(&g->ar[i], sink.ids.v[k]);
+    }
+    ms_ids_free(&sink.ids);
+}
+
+/* One draft × shape × policy over every prompt: output == AR; returns the tally. */
+static tally run_policy(group *g, const draft_spec *ds, int shape, float p_min, bool adaptive) {
+    tally t = {0};
+    char name[256];
+    snprintf(name, sizeof name, "%s/%s/%s/p_min=%.2f/%s", g->label, ds->name, SHAPES[shape].name, (double)p_min,
+             adaptive ? "adaptive" : "fixed");
+    ms_dft_opts o = ms_dft_opts_default();
+    o.kind = ds->kind;
+    o.model_dir = ds->model_dir;
+    o.target_dir = ds->target_dir;
+    o.layers = ds->layers;
+    o.vocab = MS_VOCAB_FULL;
+    o.tree = SHAPES[shape].tree;
+    o.tree.p_min = p_min;
+    o.adaptive = adaptive;
+    ms_dft *d = NULL;
+    ms_status s = ms_dft_new(&o, &d);
+    SPEC_CHECK(s >= 0, "%s: ms_dft_new %s", name, ms_status_str(s));
+    if (s < 0) return t;
+    ms_draft_port port = ms_dft_port(d);
+    spec_sink sink = {0};
+    ms_gen_stats st;
+    for (int64_t i = 0; i < g->n_prompts; i++) {
+        s = spec_generate(g->tgt, &port, g->prompts[i].v, g->prompts[i].n, &g->params[i], &sink, &st);
+        g_runs++;
+        SPEC_CHECK(s >= 0 && !st.draft_failed, "%s prompt %lld: generate %s", name, (long long)i, ms_status_str(s));
+        if (s < 0) continue;
+        if (!spec_ids_equal(sink.ids.v, sink.ids.n, g->ar[i].v, g->ar[i].n)) {
+            int64_t at = spec_first_diff(sink.ids.v, sink.ids.n, g->ar[i].v, g->ar[i].n);
+            SPEC_CHECK(false, "%s prompt %lld: differs from AR at token %lld of %lld/%lld", name, (long long)i,
+                       (long long)at, (long long)sink.ids.n, (long long)g->ar[i].n);
+        }
+        SPEC_CHECK(!strcmp(st.stop_reason, g->ar_reason[i]), "%s prompt %lld: stop '%s', AR '%s'", name, (long long)i,
+                   st.stop_reason, g->ar_reason[i]);
+        t.spec_rounds += st.spec_rounds;
+        t.drafted += st.drafted;
+        if (st.drafted_max > t.drafted_max) t.drafted_max = st.drafted_max;
+        for (int64_t k = 1; k <= st.max_depth; k++) t.accepted += st.accepted_ge[k];
+    }
+    ms_ids_free(&sink.ids);
+    ms_dft_free(&d);
+    fprintf(stderr, "  %-52s rounds %4lld, drafted/round %.2f (max %lld), accepted/round %.2f\n", name,
+            (long long)t.spec_rounds, t.spec_rounds ? (double)t.drafted / (double)t.spec_rounds : 0.0,
+            (long long)t.drafted_max, t.spec_rounds ? (double)t.accepted / (double)t.spec_rounds : 0.0);
+    return t;
+}
+
+/* Every shape × p_min × adaptive for one draft, with the count checks that
+ * hold for any draft. res[shape][p][adaptive]. */
+static void run_draft(group *g, const draft_spec *ds, tally res[N_SHAPES][N_PMINS][2]) {
+    for (int sh = 0; sh < N_SHAPES; sh++)
+        for (int pi = 0; pi < N_PMINS; pi++)
+            for (int ad = 0; ad < 2; ad++) {
+                tally t = run_policy(g, ds, sh, P_MINS[pi], ad == 1);
+                res[sh][pi][ad] = t;
+                const ms_tree_params *tp = &SHAPES[sh].tree;
+                const int64_t level1 = tp->chain ? 1 : (tp->total - 1 < tp->top_k ? tp->total - 1 : tp->top_k);
+                const int64_t full = tp->chain ? tp->depth + 1 : tp->total - 1;
+                SPEC_CHECK(t.spec_rounds > 0, "%s %s p_min %.2f: no speculative round", g->label, ds->name,
+                           (double)P_MINS[pi]);
+                SPEC_CHECK(t.drafted_max <= full, "%s %s %s: drafted %lld > %lld in a round", g->label, ds->name,
+                           SHAPES[sh].name, (long long)t.drafted_max, (long long)full);
+                SPEC_CHECK(t.drafted >= level1 * t.spec_rounds, "%s %s %s: fewer than the level-1 nodes drafted",
+                           g->label, ds->name, SHAPES[sh].name);
+                /* no stop, no adaptation: every round the full chain */
+                if (tp->chain && P_MINS[pi] == 0.0f && ad == 0)
+                    SPEC_CHECK(t.drafted == full * t.spec_rounds, "%s %s %s p_min 0: drafted %lld over %lld rounds",
+                               g->label, ds->name, SHAPES[sh].name, (long long)t.drafted, (long long)t.spec_rounds);
+                /* p_min > 1: no draft pass at all, the level-1 candidates only */
+                if (P_MINS[pi] > 1.0f)
+                    SPEC_CHECK(t.drafted == level1 * t.spec_rounds && t.drafted_max == level1,
+                               "%s %s %s p_min 1.01: drafted %lld (max %lld) over %lld rounds", g->label, ds->name,
+                               SHAPES[sh].name, (long long)t.drafted, (long long)t.drafted_max,
+                               (long long)t.spec_rounds);
+            }
+}
+
+static double per_round(const tally *t) { return t->spec_rounds ? (double)t->drafted / (double)t->spec_rounds : 0.0; }
+
+static void stories_part(const char *tmp, bool small) {
+    char dir[512];
+    ms_status s = spec_convert_stories(tmp, dir, sizeof dir);
+    if (s == MS_ERR_NOT_FOUND) {
+        fprintf(stderr, "SKIP stories260K part: %s/models/stories260k absent\n", MS_SHARED_DIR);
+        return;
+    }
+    SPEC_CHECK(s >= 0, "convert stories260K");
+    if (s < 0) return;
+    static const char *const texts[] = {"Once upon a time", "The little dog ran to the park and",
+                                        "Lily wanted to play with her friend Tom, but", "One day, a big bird",
+                                        "Mom said"};
+    ms_tok *tok = NULL;
+    ms_model *model = NULL;
+    group g = {.label = "stories260K"};
+    ms_model_opts mo = {0};
+    s = ms_tok_load_dir(dir, &tok);
+    if (s >= 0) s = ms_model_load(dir, &mo, &model);
+    if (s >= 0) s = ms_tgt_new(model, &g.tgt);
+    SPEC_CHECK(s >= 0, "stories model");
+    g.n_prompts = small ? 2 : 5;
+    for (int64_t i = 0; i < g.n_prompts && s >= 0; i++) {
+        s = ms_ids_push(&g.prompts[i], ms_tok_bos(tok));
+        if (s >= 0) s = ms_tok_encode(tok, texts[i], strlen(texts[i]), false, &g.prompts[i]);
+    }
+    if (s >= 0) {
+        const int32_t *eos;
+        int n_eos = ms_tok_eos(tok, &eos);
+        group_reference(&g, small ? 24 : 64, eos, n_eos);
+        tally res[N_SHAPES][N_PMINS][2];
+        /* layerskip drafts accept little; the model as its own lm draft accepts
+         * everything, so the stop and the adaptation also meet long paths */
+        const draft_spec drafts[] = {{"layerskip1", MS_DRAFT_LAYERSKIP, dir, dir, 1},
+                                     {"layerskip2", MS_DRAFT_LAYERSKIP, dir, dir, 2},
+                                     {"lm-self", MS_DRAFT_LM, dir, dir, 1}};
+        for (size_t k = 0; k < sizeof drafts / sizeof drafts[0]; k++) {
+            const draft_spec ds = drafts[k];
+            run_draft(&g, &ds, res);
+            /* The story model is confident at some steps and not at others: a
+             * high p_min cuts some chains short, and stops more than a low one. */
+            for (int sh = 0; sh < 2; sh++) {
+                double full = (double)(SHAPES[sh].tree.depth + 1);
+                SPEC_CHECK(per_round(&res[sh][2][0]) < full, "%s %s: p_min 0.9 never stopped (%.2f per round)",
+                           ds.name, SHAPES[sh].name, per_round(&res[sh][2][0]));
+                SPEC_CHECK(per_round(&res[sh][2][0]) < per_round(&res[sh][0][0]),
+                           "%s %s: p_min 0.9 drafts %.2f per round, p_min 0 %.2f", ds.name, SHAPES[sh].name,
+                           per_round(&res[sh][2][0]), per_round(&res[sh][0][0]));
+            }
+        }
+    }
+    for (int64_t i = 0; i < MAX_PROMPTS; i++) {
+        ms_ids_free(&g.prompts[i]);
+        ms_ids_free(&g.ar[i]);
+    }
+    ms_tgt_free(&g.tgt);
+    ms_model_free(&model);
+    ms_tok_free(&tok);
+}
+
+static void random_part(const char *tmp, const char *tdir, const char *ldir, bool small) {
+    (void)tmp;
+    ms_model *model = NULL;
+    group g = {.label = "qwen3-random"};
+    ms_model_opts mo = {0};
+    ms_status s = ms_model_load(tdir, &mo, &model);
+    if (s >= 0) s = ms_tgt_new(model, &g.tgt);
+    SPEC_CHECK(s >= 0, "random target");
+    if (s < 0) return;
+    g.V = ms_model_vocab(model);
+    g.n_prompts = small ? 2 : 4;
+    ms_rng rng;
+    ms_rng_seed(&rng, 1414);
+    for (int64_t i = 0; i < g.n_prompts && s >= 0; i++) {
+        int64_t n = 4 + (int64_t)(ms_rng_u64(&rng) % 20);
+        for (int64_t k = 0; k < n && s >= 0; k++) s = ms_ids_push(&g.prompts[i], (int32_t)(ms_rng_u64(&rng) % 300));
+    }
+    group_reference(&g, small ? 20 : 40, NULL, 0);
+    tally poor[N_SHAPES][N_PMINS][2], self[N_SHAPES][N_PMINS][2];
+    draft_spec lm = {"lm-random", MS_DRAFT_LM, ldir, tdir, 1};
+    draft_spec me = {"lm-self", MS_DRAFT_LM, tdir, tdir, 1};
+    run_draft(&g, &lm, poor);
+    run_draft(&g, &me, self);
+    /* Adaptive depth: behind a poor draft the chain shrinks (the full chain is
+     * rarely accepted); behind the target itself it stays near the top. */
+    for (int sh = 0; sh < 2; sh++) {
+        double full = (double)(SHAPES[sh].tree.depth + 1);
+        SPEC_CHECK(per_round(&poor[sh][0][1]) < 0.6 * full, "lm-random %s adaptive: %.2f drafted per round of %.0f",
+                   SHAPES[sh].name, per_round(&poor[sh][0][1]), full);
+        SPEC_CHECK(per_round(&self[sh][0][1]) > full - 1.0, "lm-self %s adaptive: %.2f drafted per round of %.0f",
+                   SHAPES[sh].name, per_round(&self[sh][0][1]), full);
+    }
+    for (int64_t i = 0; i < MAX_PROMPTS; i++) {
+        ms_ids_free(&g.prompts[i]);
+        ms_ids_free(&g.ar[i]);
+    }
+    ms_tgt_free(&g.tgt);
+    ms_model_free(&model);
+}
+
+/* ---- the adaptation rule against a separate copy of it -------------------- */
+
+/* ms_draft.h's rule, written out again: L in [1, l_max], e the EMA. */
+typedef struct {
+    int64_t L, l_max;
+    double e;
+} ref_rule;
+
+static void ref_update(ref_rule *r, int64_t accepted, int64_t deepest) {
+    r->e = (r->e + (double)accepted) / 2.0;
+    if (accepted == deepest && deepest >= r->L) r->L = r->L + 1 > r->l_max ? r->l_max : r->L + 1;
+    else if (accepted < deepest) {
+        int64_t want = (int64_t)floor(r->e) + 1;
+        if (want < 1) want = 1;
+        if (want < r->L) r->L = want;
+    }
+}
+
+static void rule_part(const char *tdir, int64_t depth, bool tree, uint64_t seed) {
+    ms_dft_opts o = ms_dft_opts_default();
+    o.kind = MS_DRAFT_LM;
+    o.model_dir = tdir;
+    o.vocab = MS_VOCAB_FULL;
+    /* total 64 keeps the whole history (3 + 9·(depth − 1) nodes): the deepest level is always in */
+    o.tree = tree ? (ms_tree_params){.top_k = 3, .depth = depth, .total = MS_TREE_MAX}
+                  : (ms_tree_params){.top_k = 1, .depth = depth, .total = 2, .chain = true};
+    o.adaptive = true;
+    ms_dft *d = NULL;
+    ms_status s = ms_dft_new(&o, &d);
+    SPEC_CHECK(s >= 0, "rule: ms_dft_new");
+    if (s < 0) return;
+    ms_draft_port port = ms_dft_port(d);
+    ms_rng rng;
+    ms_rng_seed(&rng, seed);
+    int32_t prompt[6] = {5, 17, 33, 2, 99, 41};
+    ms_msg_begin b = {.request_id = 7, .prompt = prompt, .n_prompt = 6, .root = 12};
+    s = port.begin(port.ctx, &b);
+    SPEC_CHECK(s >= 0, "rule: begin");
+    ref_rule r = {.L = depth + 1, .l_max = depth + 1, .e = (double)(depth + 1)};
+    int64_t grew = 0, shrank = 0;
+    for (int64_t round = 1; round <= 80 && s >= 0; round++) {
+        SPEC_CHECK(ms_dft_draft_len(d) == r.L, "rule round %lld: length %lld, reference %lld", (long long)round,
+                   (long long)ms_dft_draft_len(d), (long long)r.L);
+        ms_msg_tree tm;
+        s = port.draft(port.ctx, 7, round, &tm);
+        SPEC_CHECK(s >= 0, "rule round %lld: draft", (long long)round);
+        if (s < 0) break;
+        int64_t deepest = 0;
+        int32_t leaf = 0;
+        for (int32_t i = 1; i < tm.tree.n; i++)
+            if (tm.tree.depth[i] > deepest) deepest = tm.tree.depth[leaf = i];
+        SPEC_CHECK(deepest == r.L, "rule round %lld (%s): deepest node %lld, reference length %lld", (long long)round,
+                   tree ? "tree" : "chain", (long long)deepest, (long long)r.L);
+        /* A verdict: the path to a random node, the deepest one in a third of the rounds. */
+        int32_t node = ms_rng_u64(&rng) % 3 == 0 ? leaf : (int32_t)(ms_rng_u64(&rng) % (uint64_t)tm.tree.n);
+        ms_msg_verify v = {.request_id = 7, .round = round, .bonus = (int32_t)(ms_rng_u64(&rng) % 300)};
+        int32_t rev[MS_TREE_MAX];
+        int64_t n = 0;
+        for (int32_t x = node; x >= 0; x = tm.tree.parent[x]) rev[n++] = x;
+        for (int64_t k = 0; k < n; k++) v.path[k] = rev[n - 1 - k];
+        v.n_path = n;
+        int64_t before = r.L;
+        ref_update(&r, n - 1, deepest);
+        grew += r.L > before;
+        shrank += r.L < before;
+        s = port.accept(port.ctx, &v);
+        SPEC_CHECK(s >= 0, "rule round %lld: accept", (long long)round);
+    }
+    SPEC_CHECK(grew > 3 && shrank > 3, "rule (%s): the length grew %lld and shrank %lld times", tree ? "tree" : "chain",
+               (long long)grew, (long long)shrank);
+    port.end(port.ctx, 7);
+    ms_dft_free(&d);
+}
+
+int main(void) {
+    ms_log_set_level(MS_LOG_WARN);
+    const bool small = spec_small();
+    char tmp[256], tdir[512], ldir[512];
+    if (!ms_test_tmpdir("ms-spec-policy", tmp, sizeof tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    double t0 = ms_now_s();
+    stories_part(tmp, small);
+    ms_status s = spec_mkmodel(tmp, "target",
+                               "--arch qwen3 --vocab 300 --hidden 48 --layers 3 --heads 4 --kv-heads 2 --seed 71",
+                               tdir, sizeof tdir);
+    if (s >= 0)
+        s = spec_mkmodel(tmp, "lm", "--arch qwen3 --vocab 300 --hidden 32 --layers 1 --heads 2 --kv-heads 1 --seed 72",
+                         ldir, sizeof ldir);
+    SPEC_CHECK(s >= 0, "random models");
+    if (s >= 0) {
+        random_part(tmp, tdir, ldir, small);
+        rule_part(tdir, 5, false, 31);
+        rule_part(tdir, 4, true, 32);
+    }
+    ms_test_rmtree(tmp);
+    fprintf(stderr, "%lld speculative runs; %.1f s\n", (long long)g_runs, ms_now_s() - t0);
+    if (spec_failures) {
+        fprintf(stderr, "test_spec_policy: %d check(s) FAILED\n", spec_failures);
+        return 1;
+    }
+    fprintf(stderr, "test_spec_policy: OK\n");
+    return 0;
+}
