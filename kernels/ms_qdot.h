@@ -15,7 +15,8 @@
  * (t = quad 0..7, j = block in group 0..15, i = 0..3), so one 64-byte vector
  * holds quad t of 16 blocks, one block per 32-bit lane: a VNNI dot product
  * (vpdpbusd) then sums each block in its own lane with no horizontal add.
- * d and s are [n][16·groups], block order.
+ * d and s are [n][16·groups], block order. qp holds the same q in plain
+ * element order (row stride 512·groups), for the AMX path below.
  *
  * The result (the scalar twin ms_qdot_linear_ref is the specification; the
  * SIMD path equals it bit for bit). For x row r and weight row j:
@@ -36,7 +37,13 @@
  * row j only, in one fixed order, so a row's result is bitwise the same
  * alone or among n rows and for any pool thread count; the SIMD path tiles
  * up to 8 x rows per unpacked weight block without changing any row's
- * arithmetic.
+ * arithmetic. Where the CPU has AMX-INT8 (and the kernel grants the tile
+ * data), Q4_K, Q6_K and Q8_0 products of n ≥ 4 rows take their block sums
+ * from AMX tiles (16 x rows × 16 weight rows a tile product, each weight
+ * block unpacked once for all n rows), and Q8_0 at n = 1 too (weights tiled
+ * straight from the tensor); the sums are the same integers and the f32
+ * steps the same operations in the same order, so every path gives the
+ * same bits. MS_NO_AMX=1 in the environment keeps to AVX-512 VNNI.
  *
  * Accuracy: versus the f32 ms_q_linear the difference is the activation
  * rounding, |Δy| ≤ Σ_b (d_b/2)·Σ_{e∈b}|W_e| (plus f32 rounding); about 0.5 %
@@ -55,8 +62,11 @@ typedef struct {
     int64_t n, k;       /* rows and elements a row, of the last ms_q8_quantize */
     int64_t cap_groups; /* capacity: rows × groups a row, summed */
     int8_t *q;          /* [n][512·groups(k)], the transposed layout above (64-byte aligned) */
+    int8_t *qp;         /* [n][512·groups(k)], the same q in element order (q of element e at e):
+                         * the AMX path's row tiles; room for n rounded up to 16 rows */
     float *d;           /* [n][16·groups(k)] block scales */
     int32_t *s;         /* [n][16·groups(k)] block sums Σq */
+    float *sf;          /* [n][16·groups(k)] the same sums as f32 (exact: |Σq| ≤ 32·127) */
 } ms_q8_act;
 
 /* Groups of 16 blocks a row of k elements takes (k a multiple of 32). */
@@ -81,9 +91,10 @@ void ms_qdot_linear_ref(float *y, const ms_q8_act *x, const ms_qweight *w, const
 void ms_qdot_linear_rows_ref(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows,
                              int64_t n_rows);
 
-/* The path ms_qdot_linear takes for dtype on this CPU: "avx512vnni" (Q4_K,
- * Q6_K, Q5_0, Q8_0 where the CPU has AVX-512 F/BW/VL/VNNI) or "scalar" (the
- * twin, threaded), for tests and reports. */
+/* The path ms_qdot_linear takes for dtype on this CPU: "avx512vnni+amx"
+ * (Q4_K, Q6_K, Q8_0 with AMX as above), "avx512vnni" (Q4_K, Q6_K, Q5_0,
+ * Q8_0 where the CPU has AVX-512 F/BW/VL/VNNI) or "scalar" (the twin,
+ * threaded), for tests and reports. */
 const char *ms_qdot_path(ms_dtype dtype);
 
 #endif

@@ -11,7 +11,9 @@
  *     values after y, with 1 and 2 pool threads; ms_qdot_linear_rows == the
  *     twin's rows variant and == the matching columns;
  *  4. batch and thread invariance: row r of an n-row product == the 1-row
- *     product of row r alone, bitwise, n = 1..64, 1 and 2 threads;
+ *     product of row r alone, bitwise, n = 1..64, 1 and 2 threads — across
+ *     the paths, where the CPU has AMX (VNNI for n < 4, AMX tiles above;
+ *     Q8_0 at n = 1 on AMX too; test_qdot_noamx repeats all with VNNI only);
  *  5. accuracy versus the f32 ms_q_linear on Gaussian x: |Δy| ≤ Σ_b (d_b/2)
  *     Σ_{e∈b}|W_e| (+ f32 slack) per element, and the rms relative error
  *     (printed) below 2 %.
@@ -175,6 +177,15 @@ static void test_quantize(void) {
         }
     }
     CHECK(bad == 0, "%d quantized blocks/elements off the definition", bad);
+    /* qp (element order, row stride 512·groups) and sf hold the same q and sums */
+    bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t e = 0; e < 48 * 32; e++) {
+            const int8_t want = e < k ? (int8_t)act_q(&a, i, e) : 0;
+            bad += a.qp[(size_t)(i * 3 * 512 + e)] != want;
+            if (e % 32 == 0) bad += a.sf[i * 48 + e / 32] != (float)act_s(&a, i, e / 32);
+        }
+    CHECK(bad == 0, "%d plain-order q / f32 sums differ from q, s", bad);
     /* q of the outlier block: the outlier is 127, the rest small */
     CHECK(act_q(&a, 1, 40) == 127 && act_d(&a, 1, 0) == 0.0f, "outlier %d, zero-block d %g", act_q(&a, 1, 40),
           act_d(&a, 1, 0));
@@ -230,14 +241,14 @@ static void test_twin_vs_naive(void) {
 static void test_fast_vs_twin(int threads) {
     ms_rng r;
     ms_rng_seed(&r, 33);
-    static const int64_t ns[] = {1, 3, 8, 11, 17};
+    static const int64_t ns[] = {1, 3, 8, 11, 17, 64, 130}; /* AMX: partial row tiles, chunks of 64 */
     for (int ti = 0; ti < N_TYPES; ti++) {
         const ms_dtype t = k_types[ti];
         int64_t ks[4];
         const int nk = ks_for(t, ks);
         if (threads == 1) printf("  %-5s path %s\n", ms_dtype_name(t), ms_qdot_path(t));
         for (int ki = 0; ki < nk; ki++) {
-            const int64_t k = ks[ki], m = 67, nmax = 17;
+            const int64_t k = ks[ki], m = 67, nmax = 130;
             uint8_t *wd = make_weights(&r, t, m, k);
             ms_qweight w = ms_qweight_view(t, wd, m, k);
             float *x = make_x(&r, nmax, k), *bias = malloc((size_t)m * sizeof(float));

@@ -1,7 +1,7 @@
 /* ms_k_qdot.c — quantized matmul with 8-bit activations (contract, layout
  * and the exact per-element arithmetic: ms_qdot.h).
  *
- * Two implementations of one definition:
+ * Three implementations of one definition:
  *   - the scalar twin (ref_*): decodes each 32-element weight block from the
  *     ggml layout with index formulas (common/ms_tensor.c, ms_k_quant.c), one
  *     exact int32 block sum per (x row, block), then the f32 term;
@@ -13,11 +13,15 @@
  *     the float steps must match, and they are the same IEEE operations in
  *     the same order (no fused multiply-add: GCC does not contract in ISO C
  *     mode, clang is told below).
+ *   - AMX (Q4_K, Q6_K, Q8_0 at n ≥ AMX_MIN_ROWS; Q8_0 at n = 1): the block
+ *     sums from tile products, 16 weight rows at a time, the same f32 steps
+ *     vectorised over the 16 weight rows (see "AMX" below).
  * Other types take the scalar twin (threaded).
  */
 #include "ms_qdot.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,12 +34,19 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define QD_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #else
 #define QD_X86 0
 #endif
 
 enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TILE = 8, GRAIN = 32 };
+/* From this many x rows on, Q4_K, Q6_K and Q8_0 take the AMX path where the
+ * CPU has it (below: the VNNI path, faster there: an AMX tile product costs
+ * the same for 1 row as for 16; the results are the same either way). */
+enum { AMX_MIN_ROWS = 4 };
 
 
 /* ---- activations ------------------------------------------------------------ */
@@ -54,10 +65,18 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
         !ms_mul_size(cap, GROUP * sizeof(float), &fb))
         return MS_ERR_RANGE;
     if (qb == 0) qb = fb = 64;
+    /* qp: room for the rows of any k ≤ max_k rounded up to a whole AMX tile
+     * of 16 rows (the rows past n are read by a tile load, never used) */
+    size_t pb;
+    if (!ms_mul_size((size_t)g, 16 * GROUP_Q, &pb) || pb > SIZE_MAX - qb) return MS_ERR_RANGE;
+    pb += qb;
     a->q = aligned_alloc(64, qb);
+    a->qp = aligned_alloc(64, pb);
+    a->sf = aligned_alloc(64, fb);
+    if (a->qp) memset(a->qp, 0, pb);
     a->d = aligned_alloc(64, fb);
     a->s = aligned_alloc(64, fb);
-    if (!a->q || !a->d || !a->s) {
+    if (!a->q || !a->qp || !a->d || !a->s || !a->sf) {
         MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
                      (long long)max_k);
         ms_q8_act_free(a);
@@ -70,6 +89,8 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
 void ms_q8_act_free(ms_q8_act *a) {
     if (!a) return;
     free(a->q);
+    free(a->qp);
+    free(a->sf);
     free(a->d);
     free(a->s);
     memset(a, 0, sizeof(*a));
@@ -78,7 +99,7 @@ void ms_q8_act_free(ms_q8_act *a) {
 /* One block of 32: d = max|x|/127, q = nearest-even(x/d) (the 1.5·2^23 add
  * rounds in f32 for |v| < 2^22), written quad by quad into lane j of its
  * group (q_group + 64·t + 4·j). */
-static void quantize_block(const float *xb, int8_t *qg, int j, float *d, int32_t *s) {
+static void quantize_block(const float *xb, int8_t *qg, int j, int8_t *qp, float *d, int32_t *s) {
     float amax = 0.0f;
     bool finite = true;
     for (int e = 0; e < QK; e++) {
@@ -97,10 +118,43 @@ static void quantize_block(const float *xb, int8_t *qg, int j, float *d, int32_t
             q = q > 127 ? 127 : q < -127 ? -127 : q;
         }
         qg[64 * (e / 4) + 4 * j + (e % 4)] = (int8_t)q;
+        qp[e] = (int8_t)q;
         sum += q;
     }
     *d = dd;
     *s = sum;
+}
+
+typedef struct {
+    ms_q8_act *a;
+    const float *x;
+    int64_t g, nb, k;
+} quant_job;
+
+/* Items [i0, i1) of a quantize: item i = group i % g of row i / g. */
+static void quant_range(void *arg, int64_t i0, int64_t i1) {
+    const quant_job *J = arg;
+    ms_q8_act *a = J->a;
+    const int64_t g = J->g, nb = J->nb, k = J->k;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t r = i / g, G = i % g;
+        int8_t *qg = a->q + (size_t)i * GROUP_Q, *pr = a->qp + (size_t)(r * g) * GROUP_Q;
+        float *dr = a->d + r * g * GROUP, *fr = a->sf + r * g * GROUP;
+        int32_t *sr = a->s + r * g * GROUP;
+        for (int64_t b = G * GROUP; b < (G + 1) * GROUP; b++) {
+            const int j = (int)(b % GROUP);
+            if (b < nb) {
+                quantize_block(J->x + r * k + b * QK, qg, j, pr + b * QK, &dr[b], &sr[b]);
+                fr[b] = (float)sr[b];
+            } else { /* padding: contributes +0 to its lane */
+                for (int t = 0; t < 8; t++) memset(qg + 64 * t + 4 * j, 0, 4);
+                memset(pr + b * QK, 0, QK);
+                dr[b] = 0.0f;
+                sr[b] = 0;
+                fr[b] = 0.0f;
+            }
+        }
+    }
 }
 
 void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k) {
@@ -109,22 +163,10 @@ void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k) {
     MS_ASSERT(g == 0 || n <= a->cap_groups / g);
     a->n = n;
     a->k = k;
-    for (int64_t r = 0; r < n; r++) {
-        int8_t *qr = a->q + (size_t)(r * g) * GROUP_Q;
-        float *dr = a->d + r * g * GROUP;
-        int32_t *sr = a->s + r * g * GROUP;
-        for (int64_t b = 0; b < g * GROUP; b++) {
-            int8_t *qg = qr + (size_t)(b / GROUP) * GROUP_Q;
-            const int j = (int)(b % GROUP);
-            if (b < nb) {
-                quantize_block(x + r * k + b * QK, qg, j, &dr[b], &sr[b]);
-            } else { /* padding: contributes +0 to its lane */
-                for (int t = 0; t < 8; t++) memset(qg + 64 * t + 4 * j, 0, 4);
-                dr[b] = 0.0f;
-                sr[b] = 0;
-            }
-        }
-    }
+    /* groups are independent: split over the pool (a row's bytes do not
+     * depend on the split) */
+    quant_job J = {.a = a, .x = x, .g = g, .nb = nb, .k = k};
+    ms_pool_run(quant_range, &J, n * g, 8);
 }
 
 /* ---- the scalar twin: the specification ----------------------------------- */
@@ -609,11 +651,402 @@ QD_SIMD_RANGE(simd_range_q8_0, MS_DTYPE_Q8_0)
 QD_SIMD_RANGE(simd_range_q5_0, MS_DTYPE_Q5_0)
 QD_SIMD_RANGE(simd_range_q4_k, MS_DTYPE_Q4_K)
 QD_SIMD_RANGE(simd_range_q6_k, MS_DTYPE_Q6_K)
+
+/* ---- AMX (n ≥ AMX_MIN rows; Q4_K, Q6_K, Q8_0) ---------------------------------
+ *
+ * The same definition with the integer block sums from AMX tiles. Work unit:
+ * 16 weight rows (a j-tile) × all n x rows. For each 32-element block b:
+ *     C[r][j] = Σ_e x_r[32b + e] · w_j[32b + e]      (TDPBSUD / TDPBSSD, exact int32)
+ * with A = 16 x rows of block b in element order (ms_q8_act.qp, rows past n
+ * are read and ignored), B = the 16 weight rows' block b in the VNNI tile
+ * layout B[q][4j + i] = w_j[32b + 4q + i], built by gathering each row's
+ * quad q (one 32-bit gather per tile row; the nibble formats give two or
+ * four blocks per gather). Q4_K's B holds the unsigned nibble q (its min
+ * enters through the x block sum, as in the twin); Q6_K's and Q8_0's the
+ * signed q (q − 32, q), whose products sum to the twin's sumi exactly; Q6_K
+ * takes its two 16-element halves as two K = 16 products (sc₀·lo + sc₁·hi).
+ * Then per x row r, with the 16 weight rows in the lanes of one vector:
+ *     term = (a_j·dx)·sumi [− (m_j·dx)·s]     acc[r][b mod 16] += term
+ * and at the end the twin's lane tree, per lane j — each (r, j) sees the
+ * twin's IEEE operations in the twin's order, so the results are bitwise
+ * those of the twin and of the VNNI path, for any n and thread count. */
+
+#define QD_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")))
+#define QD_AMX_INLINE static inline __attribute__((always_inline)) QD_AMX
+
+enum { AMX_ROWS = 16, AMX_MAXN = 64 };
+
+/* <immintrin.h>'s tile load names no memory operand: the compiler could
+ * keep the B stores below in registers past it. These tell it. */
+#define QD_TILE_LOAD(t, base, stride)                                                              \
+    __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #t ::"r"((const void *)(base)), "r"((long)(stride)) \
+                     : "memory")
+#define QD_TILE_STORE(t, base, stride)                                                             \
+    __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"((void *)(base)), "r"((long)(stride)) \
+                     : "memory")
+#define QD_TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
+#define QD_TILE_DPBSUD(c, a, b) __asm__ volatile("tdpbsud %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+#define QD_TILE_DPBSSD(c, a, b) __asm__ volatile("tdpbssd %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+/* The 64-byte tile configuration (palette 1). */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64))) amx_cfg;
+
+/* Per thread: B tiles of up to 8 blocks, the C tile(s), the accumulators
+ * acc[r][lane][j] (n ≤ 64 rows, then the call loops over x row chunks). */
+typedef struct { /* one super-block (Q8_0: one block, slot 0) of the tile's weight rows */
+    _Alignas(64) uint8_t b[8][512];
+    _Alignas(64) float a[8][16], m[8][16];
+    _Alignas(64) float sc0[8][16], sc1[8][16]; /* Q6_K half scales, as f32 (exact) */
+} amx_wbuf;
+typedef struct {
+    amx_wbuf w[2]; /* the super-block in use and the next (prepared ahead) */
+    _Alignas(64) int32_t c[2][AMX_ROWS * 16];
+    _Alignas(64) float acc[AMX_MAXN][GROUP][16];
+} amx_scratch;
+static _Thread_local amx_scratch amx_s;
+
+/* Tiles (A and C of `rows` x rows): 0 C, 1 A, 2 B (8 rows, K = 32) and 3-5 alike; Q6_K: 0/3 C lo/hi, 1/4 A lo/hi, 2/5 B lo/hi (K = 16). */
+QD_AMX_INLINE void amx_config(ms_dtype DT, int rows) {
+    amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    const int kb = DT == MS_DTYPE_Q6_K ? 16 : 32;
+    cfg.rows[0] = (uint8_t)rows, cfg.colsb[0] = 64;
+    cfg.rows[1] = (uint8_t)rows, cfg.colsb[1] = (uint16_t)kb;
+    cfg.rows[2] = (uint8_t)(kb / 4), cfg.colsb[2] = 64;
+    cfg.rows[3] = (uint8_t)rows, cfg.colsb[3] = 64;
+    cfg.rows[4] = (uint8_t)rows, cfg.colsb[4] = (uint16_t)kb;
+    cfg.rows[5] = (uint8_t)(kb / 4), cfg.colsb[5] = 64;
+    _tile_loadconfig(&cfg);
+}
+
+/* The 32-bit word at byte `off` of each of the tile's weight rows (lanes
+ * ≥ mt: 0). */
+QD_AMX_INLINE __m512i amx_gather(const uint8_t *base, __m512i idx, __mmask16 k, size_t off) {
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + off, 1);
+}
+
+/* f16 in the low (hi = 0) or high half of each 32-bit lane, as f32. */
+QD_AMX_INLINE __m512 amx_f16(__m512i v, int hi) {
+    if (hi) v = _mm512_srli_epi32(v, 16);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+/* Super-block S (blocks 8S..8S+7) of the tile's Q4_K rows: B tiles, a = d·sc, m = dmin·mn. */
+QD_AMX_INLINE void amx_prep_q4_k(amx_wbuf *X, const uint8_t *w0, __m512i idx, __mmask16 k, int64_t S) {
+    const size_t o = (size_t)S * 144;
+    const __m512i dd = amx_gather(w0, idx, k, o);
+    const __m512 d = amx_f16(dd, 0), dmin = amx_f16(dd, 1);
+    const __m512i u0 = amx_gather(w0, idx, k, o + 4), u1 = amx_gather(w0, idx, k, o + 8),
+                  u2 = amx_gather(w0, idx, k, o + 12);
+    const __m512i k63 = _mm512_set1_epi32(63), k15 = _mm512_set1_epi32(15), k3 = _mm512_set1_epi32(3);
+    for (int s = 0; s < 8; s++) { /* kq_scale_min, lane-wise */
+        __m512i sc, mn;
+        if (s < 4) {
+            sc = _mm512_and_si512(_mm512_srli_epi32(u0, 8 * s), k63);
+            mn = _mm512_and_si512(_mm512_srli_epi32(u1, 8 * s), k63);
+        } else {
+            const int t = 8 * (s - 4);
+            sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, t), k15),
+                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, t + 6), k3), 4));
+            mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, t + 4), k15),
+                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, t + 6), k3), 4));
+        }
+        _mm512_store_ps(X->a[s], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
+        _mm512_store_ps(X->m[s], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int p = 0; p < 4; p++) /* qs[32p + l]: sub-block 2p low nibbles, 2p + 1 high */
+        for (int q = 0; q < 8; q++) {
+            const __m512i v = amx_gather(w0, idx, k, o + 16 + 32 * (size_t)p + 4 * (size_t)q);
+            _mm512_store_si512((void *)(X->b[2 * p] + 64 * q), _mm512_and_si512(v, m4));
+            _mm512_store_si512((void *)(X->b[2 * p + 1] + 64 * q), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+}
+
+/* Super-block S of the tile's Q6_K rows: B tiles of q − 32 (signed), a = d, sc0/sc1. */
+QD_AMX_INLINE void amx_prep_q6_k(amx_wbuf *X, const uint8_t *w0, __m512i idx, __mmask16 k, int64_t S) {
+    const size_t o = (size_t)S * 210;
+    const __m512 d = amx_f16(amx_gather(w0, idx, k, o + 206), 1); /* bytes 208-209, inside the block */
+    __m512i sv[4];
+    for (int i = 0; i < 4; i++) sv[i] = amx_gather(w0, idx, k, o + 192 + 4 * (size_t)i);
+    for (int c = 0; c < 8; c++) {
+        _mm512_store_ps(X->a[c], d);
+        const int s0 = 2 * c, s1 = 2 * c + 1; /* int8 scales[s]: byte s%4 of word s/4 */
+        _mm512_store_ps(X->sc0[c], _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sv[s0 / 4], 24 - 8 * (s0 % 4)), 24)));
+        _mm512_store_ps(X->sc1[c], _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sv[s1 / 4], 24 - 8 * (s1 % 4)), 24)));
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
+    for (int h = 0; h < 2; h++)
+        for (int q = 0; q < 8; q++) {
+            const __m512i qh = amx_gather(w0, idx, k, o + 128 + 32 * (size_t)h + 4 * (size_t)q);
+            for (int cp = 0; cp < 2; cp++) {
+                const __m512i ql = amx_gather(w0, idx, k, o + 64 * (size_t)h + 32 * (size_t)cp + 4 * (size_t)q);
+                for (int hb = 0; hb < 2; hb++) {
+                    const int cc = cp + 2 * hb;
+                    const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * hb), m4);
+                    const __m512i hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2 * cc), m3), 4);
+                    _mm512_store_si512((void *)(X->b[4 * h + cc] + 64 * q),
+                                       _mm512_sub_epi8(_mm512_or_si512(lo, hi), k32));
+                }
+            }
+        }
+}
+
+/* Block b of the tile's Q8_0 rows (into slot 0): B tile of q, a = d. */
+QD_AMX_INLINE void amx_prep_q8_0(amx_wbuf *X, const uint8_t *w0, __m512i idx, __mmask16 k, int64_t b) {
+    const size_t o = (size_t)b * 34;
+    _mm512_store_ps(X->a[0], amx_f16(amx_gather(w0, idx, k, o), 0));
+    for (int q = 0; q < 8; q++)
+        _mm512_store_si512((void *)(X->b[0] + 64 * q), amx_gather(w0, idx, k, o + 2 + 4 * (size_t)q));
+}
+
+/* The work of one j-tile and one chunk of ≤ 64 x rows is a sequence of
+ * items: (block b, x tile of 16 rows, Q6_K: half h). Item i runs on tile
+ * set i mod 2 (C, A, B = tiles 0-2 or 3-5), and the products of item i + 1
+ * are issued before item i's C is stored and turned into terms, so the
+ * tiles' latency hides behind the f32 work (tiles are not renamed). Q6_K's
+ * halves are consecutive items: lo on set 0, hi on set 1; its terms are
+ * formed at the hi item. */
+typedef struct {
+    int64_t b, t0; /* block, first x row of the tile (relative to r0) */
+    int h, set;    /* Q6_K half; tile set */
+} amx_item;
+
+QD_AMX_INLINE amx_item amx_item_at(int64_t i, int64_t nxt, ms_dtype DT) {
+    const int nh = DT == MS_DTYPE_Q6_K ? 2 : 1;
+    amx_item it;
+    it.h = (int)(i % nh);
+    it.set = (int)(i & 1);
+    it.t0 = (i / nh) % nxt * AMX_ROWS;
+    it.b = i / nh / nxt;
+    return it;
+}
+
+/* The weight buffer of block b: Q8_0 one block per buffer, the K-quants
+ * one super-block. */
+QD_AMX_INLINE amx_wbuf *amx_wb(amx_scratch *X, int64_t b, int *slot, ms_dtype DT) {
+    if (DT == MS_DTYPE_Q8_0) {
+        *slot = 0;
+        return &X->w[b & 1];
+    }
+    *slot = (int)(b % 8);
+    return &X->w[(b / 8) & 1];
+}
+
+QD_AMX_INLINE void amx_issue(amx_scratch *X, const ms_q8_act *x, const uint8_t *w0, __m512i idx, __mmask16 k,
+                             int64_t r0, amx_item it, size_t pf_row_bytes, ms_dtype DT) {
+    int c;
+    amx_wbuf *wb = amx_wb(X, it.b, &c, DT);
+    if (it.t0 == 0 && it.h == 0) {
+        /* Bring in the next j-tile's rows (contiguous: 16·row_bytes after
+         * this tile's), a share per block, while this one computes: the
+         * gathers touch 16 rows at once, which the hardware prefetchers
+         * follow poorly, and a burst of prefetches stalls on full fill
+         * buffers. */
+        const size_t nb = (size_t)(x->k / QK), span = (size_t)AMX_ROWS * pf_row_bytes;
+        const size_t lo = span * (size_t)it.b / nb, hi = span * (size_t)(it.b + 1) / nb;
+        for (size_t o = lo & ~(size_t)63; o < hi; o += 64) _mm_prefetch((const char *)(w0 + span + o), _MM_HINT_T0);
+    }
+    if (it.t0 == 0 && it.h == 0 && (DT == MS_DTYPE_Q8_0 || c == 0)) { /* first use: unpack */
+        if (DT == MS_DTYPE_Q8_0) amx_prep_q8_0(wb, w0, idx, k, it.b);
+        if (DT == MS_DTYPE_Q4_K) amx_prep_q4_k(wb, w0, idx, k, it.b / 8);
+        if (DT == MS_DTYPE_Q6_K) amx_prep_q6_k(wb, w0, idx, k, it.b / 8);
+    }
+    const int64_t xs = ms_q8_groups(x->k) * GROUP_Q; /* bytes between x rows */
+    const int8_t *xa = x->qp + (size_t)((r0 + it.t0) * xs) + (size_t)it.b * QK + 16 * (size_t)it.h;
+    const uint8_t *bt = wb->b[c] + 256 * (size_t)it.h;
+    if (it.set == 0) {
+        QD_TILE_LOAD(2, bt, 64);
+        QD_TILE_ZERO(0);
+        QD_TILE_LOAD(1, xa, xs);
+        if (DT == MS_DTYPE_Q4_K) QD_TILE_DPBSUD(0, 1, 2);
+        else QD_TILE_DPBSSD(0, 1, 2);
+    } else {
+        QD_TILE_LOAD(5, bt, 64);
+        QD_TILE_ZERO(3);
+        QD_TILE_LOAD(4, xa, xs);
+        if (DT == MS_DTYPE_Q4_K) QD_TILE_DPBSUD(3, 4, 5);
+        else QD_TILE_DPBSSD(3, 4, 5);
+    }
+}
+
+/* Store item it's C, and (but for a Q6_K lo half) add its block's terms
+ * for x rows r0 + t0 ... (< r0 + nr) into acc. */
+QD_AMX_INLINE void amx_finish(amx_scratch *X, const ms_q8_act *x, int64_t r0, int64_t nr, amx_item it, ms_dtype DT) {
+    if (it.set == 0) QD_TILE_STORE(0, X->c[0], 64);
+    else QD_TILE_STORE(3, X->c[1], 64);
+    if (DT == MS_DTYPE_Q6_K && it.h == 0) return;
+    int c;
+    const amx_wbuf *wb = amx_wb(X, it.b, &c, DT);
+    const int64_t g = ms_q8_groups(x->k), b = it.b;
+    const int lane = (int)(b % GROUP);
+    const int32_t *cs = X->c[DT == MS_DTYPE_Q6_K ? 0 : it.set];
+    const __m512 av = _mm512_load_ps(wb->a[c]);
+    const int64_t tn = nr - it.t0 < AMX_ROWS ? nr - it.t0 : AMX_ROWS;
+    for (int64_t i = 0; i < tn; i++) {
+        const int64_t xi = (r0 + it.t0 + i) * g * GROUP + b;
+        /* (float)sumi; Q6_K: sc₀·lo + sc₁·hi in f32 is exact (|each| ≤ 128·16·32·127 < 2^23,
+         * the sum < 2^24), so it equals the twin's int32 sum converted. */
+        __m512 sf = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cs + 16 * i)));
+        if (DT == MS_DTYPE_Q6_K)
+            sf = _mm512_add_ps(_mm512_mul_ps(_mm512_load_ps(wb->sc0[c]), sf),
+                               _mm512_mul_ps(_mm512_load_ps(wb->sc1[c]),
+                                             _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(X->c[1] + 16 * i)))));
+        const __m512 dx = _mm512_set1_ps(x->d[xi]);
+        __m512 t = _mm512_mul_ps(_mm512_mul_ps(av, dx), sf);
+        if (DT == MS_DTYPE_Q4_K) {
+            const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(wb->m[c]), dx), _mm512_set1_ps(x->sf[xi]));
+            t = _mm512_sub_ps(t, u);
+        }
+        float *acc = X->acc[it.t0 + i][lane];
+        _mm512_store_ps(acc, _mm512_add_ps(_mm512_load_ps(acc), t));
+    }
+}
+
+/* Weight rows [16·t0, 16·t1) (the last tile may be short) against all x rows. */
+QD_AMX_INLINE void amx_range(void *arg, int64_t t0, int64_t t1, ms_dtype DT) {
+    const qd_job *J = arg;
+    const ms_q8_act *x = J->x;
+    const ms_qweight *W = J->w;
+    amx_scratch *X = &amx_s;
+    const int64_t nb = x->k / QK, n = x->n;
+    amx_config(DT, n < AMX_ROWS ? (int)n : AMX_ROWS); /* fewer x rows: shorter A and C tiles */
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t j0 = t * AMX_ROWS, mt = W->m - j0 < AMX_ROWS ? W->m - j0 : AMX_ROWS;
+        const __mmask16 k = (__mmask16)((1u << mt) - 1u);
+        const uint8_t *w0 = (const uint8_t *)W->data + (size_t)j0 * W->row_bytes;
+        /* prefetch distance: the next tile, when this thread has one (never past the tensor) */
+        const size_t pf = t + 1 < t1 && (t + 2) * AMX_ROWS <= W->m ? W->row_bytes : 0;
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32((int32_t)W->row_bytes));
+        for (int64_t r0 = 0; r0 < n; r0 += AMX_MAXN) {
+            const int64_t nr = n - r0 < AMX_MAXN ? n - r0 : AMX_MAXN, nxt = (nr + AMX_ROWS - 1) / AMX_ROWS;
+            const int64_t ni = nb * nxt * (DT == MS_DTYPE_Q6_K ? 2 : 1);
+            memset(X->acc, 0, (size_t)nr * sizeof(X->acc[0]));
+#ifdef QD_NOPIPE
+            for (int64_t i = 0; i < ni; i++) {
+                const amx_item cur = amx_item_at(i, nxt, DT);
+                amx_issue(X, x, w0, idx, k, r0, cur, pf, DT);
+                amx_finish(X, x, r0, nr, cur, DT);
+            }
+#else
+            amx_item cur = amx_item_at(0, nxt, DT);
+            amx_issue(X, x, w0, idx, k, r0, cur, pf, DT);
+            for (int64_t i = 0; i < ni; i++) {
+                const amx_item nx = amx_item_at(i + 1, nxt, DT);
+                if (i + 1 < ni) amx_issue(X, x, w0, idx, k, r0, nx, pf, DT);
+                amx_finish(X, x, r0, nr, cur, DT);
+                cur = nx;
+            }
+#endif
+            /* lanes_reduce per j, then + bias: the twin's order */
+            const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
+            for (int64_t i = 0; i < nr; i++) {
+                const float(*a)[16] = X->acc[i];
+                __m512 s8[8], s4[4];
+                for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(_mm512_load_ps(a[l]), _mm512_load_ps(a[l + 8]));
+                for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
+                __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
+                if (J->b) v = _mm512_add_ps(v, bias);
+                _mm512_mask_storeu_ps(J->y + (r0 + i) * J->ldy + j0, k, v);
+            }
+        }
+    }
+    _tile_release();
+}
+
+QD_AMX static void amx_range_q4_k(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q4_K); }
+QD_AMX static void amx_range_q6_k(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q6_K); }
+QD_AMX static void amx_range_q8_0(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q8_0); }
+
+/* One x row against Q8_0 (a decode step): the weights need no unpacking, so
+ * the roles turn: A = 16 weight rows' q of block b straight from the tensor
+ * (32 bytes at row stride), B = the x block's 8 quads (one column), C[j] =
+ * the 16 block sums, one vector over j — then the same terms and lane tree
+ * as above. A tile short of 16 rows (the tensor's end) takes the VNNI path
+ * for its rows; both are the definition. */
+QD_AMX static void amx_range_q8_0_n1(void *arg, int64_t t0, int64_t t1) {
+    const qd_job *J = arg;
+    const ms_q8_act *x = J->x;
+    const ms_qweight *W = J->w;
+    amx_scratch *X = &amx_s;
+    const int64_t nb = x->k / QK;
+    const size_t rb = W->row_bytes;
+    amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int s = 0; s < 2; s++) {
+        cfg.rows[3 * s + 0] = AMX_ROWS, cfg.colsb[3 * s + 0] = 4; /* C: 16 weight rows × 1 */
+        cfg.rows[3 * s + 1] = AMX_ROWS, cfg.colsb[3 * s + 1] = 32; /* A: 16 weight rows × 32 */
+        cfg.rows[3 * s + 2] = 8, cfg.colsb[3 * s + 2] = 4;        /* B: 8 quads × 1 */
+    }
+    _tile_loadconfig(&cfg);
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int32_t)rb));
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t j0 = t * AMX_ROWS;
+        if (W->m - j0 < AMX_ROWS) {
+            simd_range_q8_0(arg, j0, W->m);
+            continue;
+        }
+        const uint8_t *w0 = (const uint8_t *)W->data + (size_t)j0 * rb;
+        const size_t span = (size_t)AMX_ROWS * rb;
+        const bool pf = t + 1 < t1 && (t + 2) * AMX_ROWS <= W->m;
+        __m512 acc[GROUP];
+        for (int l = 0; l < GROUP; l++) acc[l] = _mm512_setzero_ps();
+        /* block b on tile set b mod 2; b + 1 issued before b is stored */
+#define Q8N1_ISSUE(b)                                                                     \
+    do {                                                                                  \
+        const uint8_t *wa_ = w0 + (size_t)(b) * 34 + 2;                                   \
+        const int8_t *xb_ = x->qp + (size_t)(b) * QK;                                     \
+        if (((b) & 1) == 0) {                                                             \
+            QD_TILE_ZERO(0);                                                              \
+            QD_TILE_LOAD(1, wa_, rb);                                                     \
+            QD_TILE_LOAD(2, xb_, 4);                                                      \
+            QD_TILE_DPBSSD(0, 1, 2);                                                      \
+        } else {                                                                          \
+            QD_TILE_ZERO(3);                                                              \
+            QD_TILE_LOAD(4, wa_, rb);                                                     \
+            QD_TILE_LOAD(5, xb_, 4);                                                      \
+            QD_TILE_DPBSSD(3, 4, 5);                                                      \
+        }                                                                                 \
+    } while (0)
+        Q8N1_ISSUE(0);
+        for (int64_t b = 0; b < nb; b++) {
+            if (b + 1 < nb) Q8N1_ISSUE(b + 1);
+            if (pf) { /* the next tile, a share per block */
+                const size_t lo = span * (size_t)b / (size_t)nb, hi = span * (size_t)(b + 1) / (size_t)nb;
+                for (size_t o = lo & ~(size_t)63; o < hi; o += 64) _mm_prefetch((const char *)(w0 + span + o), _MM_HINT_T0);
+            }
+            if ((b & 1) == 0) QD_TILE_STORE(0, X->c[0], 4);
+            else QD_TILE_STORE(3, X->c[1], 4);
+            const __m512 sf = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)X->c[b & 1]));
+            const __m512 av = amx_f16(amx_gather(w0, idx, (__mmask16)0xFFFF, (size_t)b * 34), 0);
+            const __m512 t_ = _mm512_mul_ps(_mm512_mul_ps(av, _mm512_set1_ps(x->d[b])), sf);
+            acc[b % GROUP] = _mm512_add_ps(acc[b % GROUP], t_);
+        }
+#undef Q8N1_ISSUE
+        __m512 s8[8], s4[4];
+        for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(acc[l], acc[l + 8]);
+        for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
+        __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
+        if (J->b) v = _mm512_add_ps(v, _mm512_loadu_ps(J->b + j0));
+        _mm512_storeu_ps(J->y + j0, v);
+    }
+    _tile_release();
+}
 #endif /* QD_X86 */
 
 /* ---- dispatch ------------------------------------------------------------------ */
 
-/* 1: AVX-512 VNNI usable (checked once). */
+/* 1: AVX-512 VNNI usable; 2: AMX-INT8 too, with the tile data permission
+ * granted by the kernel (checked once). MS_NO_AMX=1 stops at 1 (tests,
+ * comparisons). */
 static int simd_level(void) {
     static int level = -1;
     int l = __atomic_load_n(&level, __ATOMIC_RELAXED);
@@ -624,6 +1057,14 @@ static int simd_level(void) {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
         l = 1;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const char *off = getenv("MS_NO_AMX");
+    if (l == 1 && !(off && *off && strcmp(off, "0") != 0) && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+        (d & (1u << 24)) && (d & (1u << 25))) {
+        /* ARCH_REQ_XCOMP_PERM (0x1023) for XFEATURE_XTILEDATA (18): process-wide */
+        if (syscall(SYS_arch_prctl, 0x1023, 18) == 0) l = 2;
+        else MS_LOG_DEBUG("qdot: the kernel refused AMX tile data; AVX-512 VNNI only");
+    }
 #endif
     __atomic_store_n(&level, l, __ATOMIC_RELAXED);
     return l;
@@ -645,7 +1086,26 @@ static ms_pool_fn range_fn(ms_dtype dt) {
     return ref_range;
 }
 
-const char *ms_qdot_path(ms_dtype dtype) { return range_fn(dtype) == ref_range ? "scalar" : "avx512vnni"; }
+/* The AMX range function for dt (work items: tiles of 16 weight rows), or NULL. */
+static ms_pool_fn amx_fn(ms_dtype dt) {
+#if QD_X86
+    if (simd_level() >= 2) {
+        switch (dt) {
+        case MS_DTYPE_Q8_0: return amx_range_q8_0;
+        case MS_DTYPE_Q4_K: return amx_range_q4_k;
+        case MS_DTYPE_Q6_K: return amx_range_q6_k;
+        default: break;
+        }
+    }
+#endif
+    (void)dt;
+    return NULL;
+}
+
+const char *ms_qdot_path(ms_dtype dtype) {
+    if (range_fn(dtype) == ref_range) return "scalar";
+    return amx_fn(dtype) ? "avx512vnni+amx" : "avx512vnni";
+}
 
 static void check_args(const float *y, const ms_q8_act *x, const ms_qweight *w) {
     MS_ASSERT(y && x && w && x->n >= 0);
@@ -657,7 +1117,13 @@ static void check_args(const float *y, const ms_q8_act *x, const ms_qweight *w) 
 void ms_qdot_linear(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b) {
     check_args(y, x, w);
     qd_job J = {.y = y, .ldy = w->m, .x = x, .w = w, .b = b, .rows = NULL};
-    if (x->n > 0) ms_pool_run(range_fn(w->dtype), &J, w->m, GRAIN);
+    if (x->n <= 0) return;
+    ms_pool_fn amx = x->n >= AMX_MIN_ROWS ? amx_fn(w->dtype) : NULL;
+#if QD_X86
+    if (x->n == 1 && w->dtype == MS_DTYPE_Q8_0 && amx_fn(w->dtype)) amx = amx_range_q8_0_n1;
+#endif
+    if (amx) ms_pool_run(amx, &J, (w->m + 15) / 16, 1);
+    else ms_pool_run(range_fn(w->dtype), &J, w->m, GRAIN);
 }
 
 void ms_qdot_linear_rows(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows, int64_t n_rows) {
