@@ -66,6 +66,7 @@ typedef struct {
         int64_t max_ctx;                /* KV rows */
         int64_t threads;                /* CPU threads */
         char device[MS_CFG_NAME_MAX];   /* "cpu" | "cuda:N" */
+        bool q8_matmul;                 /* GGUF on the CPU: 8-bit activations (ms_model_opts.q8_matmul) */
     } target;
     struct {
         bool enabled;                   /* false: the target runs alone (autoregressive) */

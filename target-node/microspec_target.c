@@ -331,7 +331,9 @@ int main(int argc, char **argv) {
     int rc = 1;
     ms_http *http = NULL;
     if (ms_tok_load_path(c->target.model, &s.tok) < 0 || ms_link_fingerprint_tokenizer(c->target.model, s.tok_fp) < 0) goto done;
-    ms_model_opts mo = {.max_ctx = c->target.max_ctx, .device = c->target.device}; /* "cpu" | "cuda:N" */
+    ms_model_opts mo = {.max_ctx = c->target.max_ctx,
+                        .device = c->target.device, /* "cpu" | "cuda:N" */
+                        .q8_matmul = c->target.q8_matmul};
     if (ms_model_load(c->target.model, &mo, &s.model) < 0 || ms_tgt_new(s.model, &s.tgt) < 0) goto done;
     ms_cfg_log(c); /* after the model: a failed load's reason is not buried under the settings */
     s.V = ms_model_vocab(s.model);

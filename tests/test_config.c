@@ -73,6 +73,7 @@ static void test_defaults(void) {
     ms_cfg_defaults(&d);
     CHECK(!strcmp(d.target.model, "") && d.target.max_ctx == 4096 && d.target.threads == 1, "target");
     CHECK(!strcmp(d.target.device, "cpu"), "target.device %s", d.target.device);
+    CHECK(!d.target.q8_matmul, "target.q8_matmul defaults to the exact path");
     CHECK(d.draft.enabled && !strcmp(d.draft.kind, "layerskip") && !strcmp(d.draft.model, ""), "draft");
     CHECK(d.draft.layers == 1 && d.draft.max_ctx == 0 && d.draft.threads == 1 && !strcmp(d.draft.device, "cpu"),
           "draft numbers");
@@ -165,7 +166,7 @@ typedef struct {
 static const bad_case g_bad[] = {
     {"unknown top-level key", M "foo = 1;\n", MS_ERR_UNSUPPORTED, 2, "foo: unknown key (valid here: target,"},
     {"unknown nested key", "target = {\n  model = \"m\";\n  modle = \"x\";\n};\n", MS_ERR_UNSUPPORTED, 3,
-     "target.modle: unknown key (valid in target: model, max_ctx, threads, device)"},
+     "target.modle: unknown key (valid in target: model, max_ctx, threads, device, q8_matmul)"},
     {"unknown key two levels down", M "link = {\n  curve = {\n    enabled = false;\n    enable = true;\n  };\n};\n",
      MS_ERR_UNSUPPORTED, 5, "link.curve.enable: unknown key"},
     {"unknown group", M "\ndevices = { target = \"cuda:0\"; };\n", MS_ERR_UNSUPPORTED, 3, "devices: unknown key"},
@@ -383,7 +384,7 @@ static void test_paths(void) {
 
 /* Every key differs from its default (checked in test_dump_roundtrip). */
 static const char *const g_full =
-    "target = { model = \"/models/my \\\"target\\\" \\\\ é\"; max_ctx = 2048; threads = 3; device = \"cuda:2\"; };\n"
+    "target = { model = \"/models/my \\\"target\\\" \\\\ é\"; max_ctx = 2048; threads = 3; device = \"cuda:2\"; q8_matmul = true; };\n"
     "draft = { enabled = false; kind = \"eagle\"; model = \"rel/eagle\"; layers = 2; max_ctx = 1000; threads = 2;\n"
     "          device = \"cuda:3\"; p_min = 0.35; adaptive = true; };\n"
     "vocab = { mode = \"static\"; w_max = 99; k_pre = 0; k_ver = 5; list = \"lists/k.txt\"; stream = \"context\";\n"
