@@ -31,6 +31,10 @@ if(NOT MS_SANITIZE)
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf_greedy.sh ${CMAKE_BINARY_DIR} ${model} ${count})
     set_tests_properties(test_gguf_greedy_${model} PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 1200)
   endforeach()
+  # the 8-bit path, which the real pair's target runs (cluster/configs/qwen-coder-pair.cfg): all 10 prompts
+  add_test(NAME test_gguf_greedy_qwen2.5-coder-1.5b_q8
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf_greedy.sh ${CMAKE_BINARY_DIR} qwen2.5-coder-1.5b 10 q8)
+  set_tests_properties(test_gguf_greedy_qwen2.5-coder-1.5b_q8 PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 1200)
 endif()
 
 # Speculative == autoregressive on the real models, every vocabulary mode.

@@ -71,6 +71,7 @@ say() { echo "bench_pair: $*" >&2; }
 default_configs="ar-q8|--q8-matmul
 spec-q8-dyn-chain4|--q8-matmul --draft @D --draft-kind lm --vocab dynamic --w-max 3072 --chain --tree-depth 3
 spec-q8-dyn-chain5|--q8-matmul --draft @D --draft-kind lm --vocab dynamic --w-max 3072 --chain --tree-depth 4
+spec-q8-dyn-chain5-p0.7|--q8-matmul --draft @D --draft-kind lm --vocab dynamic --w-max 3072 --chain --tree-depth 4 --draft-p-min 0.7
 spec-q8-full-chain5|--q8-matmul --draft @D --draft-kind lm --vocab full --chain --tree-depth 4"
 if [ -n "$configs" ]; then cfg_text=$(grep -v '^\s*#' "$configs" | grep -v '^\s*$'); else cfg_text=$default_configs; fi
 
@@ -86,7 +87,7 @@ for i, line in enumerate(open(src)):
 PY
 
 calc() { awk "BEGIN { printf \"%.4g\", $1 }"; }
-num() { grep -o "$1" "$2" | head -n1 | grep -oE '[0-9]+(\.[0-9]+)?' | head -n1; }
+num() { grep -o "$1" "$2" | head -n1 | grep -oE '[0-9]+(\.[0-9]+)?' | head -n1 || true; }
 declare -A sum cnt
 rows=()
 for ((i = 0; i < n_prompts; i++)); do
@@ -99,14 +100,14 @@ for ((i = 0; i < n_prompts; i++)); do
   # llama.cpp AR
   say "prompt $i ($ptok tokens): llama-bench"
   "$LB/llama-bench" -m "$T" -p 0 -n "$tokens" -t "$threads" -r 1 -o md >"$logs/p$i.llama-ar" 2>&1 || true
-  v=$(grep -E "tg$tokens" "$logs/p$i.llama-ar" | awk -F'|' '{print $(NF-1)}' | awk '{print $1}')
+  v=$(grep -E "tg$tokens" "$logs/p$i.llama-ar" | awk -F'|' '{print $(NF-1)}' | awk '{print $1}' || true)
   line="$line | ${v:-?}"; sum[llama-ar]=$(calc "${sum[llama-ar]:-0} + ${v:-0}"); cnt[llama-ar]=$((${cnt[llama-ar]:-0} + 1))
   for k in $llama_draft; do
     say "prompt $i: llama-speculative-simple --spec-draft-n-max $k"
     "$LB/llama-speculative-simple" -m "$T" -md "$D" -f "$logs/p$i.chat" -n "$tokens" --spec-draft-n-max "$k" \
       --spec-type draft-simple --temp 0 --top-k 1 --ignore-eos -t "$threads" -td "$threads" -c 4096 $llama_extra >"$logs/p$i.llama-spec$k" 2>&1 || true
-    v=$(grep -o 'decoded.*speed: *[0-9.]*' "$logs/p$i.llama-spec$k" | grep -oE '[0-9.]+$' | head -n1)
-    acc=$(grep -oE 'accept *= *[0-9.]+' "$logs/p$i.llama-spec$k" | grep -oE '[0-9.]+$' | head -n1)
+    v=$(grep -o 'decoded.*speed: *[0-9.]*' "$logs/p$i.llama-spec$k" | grep -oE '[0-9.]+$' | head -n1 || true)
+    acc=$(grep -oE '(^| )accept += *[0-9.]+' "$logs/p$i.llama-spec$k" | grep -oE '[0-9.]+$' | head -n1 || true)
     line="$line | ${v:-?} (${acc:-?}%)"
     sum[llama-spec$k]=$(calc "${sum[llama-spec$k]:-0} + ${v:-0}"); cnt[llama-spec$k]=$((${cnt[llama-spec$k]:-0} + 1))
   done
@@ -118,7 +119,7 @@ for ((i = 0; i < n_prompts; i++)); do
     "$G" --model "$T" --chat --system "$SYS" --prompt "$user" -n "$tokens" --ignore-eos --threads "$threads" \
       $flags >"$logs/p$i.$name.txt" 2>"$logs/p$i.$name.err" || say "  $name exited non-zero (see $logs/p$i.$name.err)"
     v=$(grep -o 'speed: [0-9.]* tokens/s end to end, [0-9.]* tokens/s after prefill' "$logs/p$i.$name.err" |
-      grep -oE '[0-9.]+ tokens/s after' | grep -oE '^[0-9.]+')
+      grep -oE '[0-9.]+ tokens/s after' | grep -oE '^[0-9.]+' || true)
     [ -n "$v" ] || v=$(num 'decode: [0-9.]* tok/s' "$logs/p$i.$name.err")
     mal=$(num 'mean accepted length: [0-9.]*' "$logs/p$i.$name.err")
     case $name in

@@ -115,11 +115,13 @@ cfgtool=("$build/tools/microspec-config" "$run/cluster.cfg")
 tmodel=$("${cfgtool[@]}" --get target.model)
 tthreads=$("${cfgtool[@]}" --get target.threads)
 tctx=$("${cfgtool[@]}" --get target.max_ctx)
+mm=() # the target's matmul path, as the cluster ran it
+[ "$("${cfgtool[@]}" --get target.q8_matmul)" = true ] && mm=(--q8-matmul)
 chat=(--chat) # the target renders a chat request with the model's template, or joins the turns without one
 [ "$tiny" = true ] && chat=()
 echo "demo: the same request autoregressively (target alone: microspec-generate, $tthreads threads)" >&2
 "$build/tools/microspec-generate" --model "$tmodel" --prompt "$prompt" "${chat[@]}" -n "$max_tokens" \
-  --threads "$tthreads" --max-ctx "$tctx" \
+  --threads "$tthreads" --max-ctx "$tctx" "${mm[@]}" \
   >"$run/ar.txt" 2>"$run/ar.err" || { tail -5 "$run/ar.err" >&2; exit 1; }
 python3 - "$run/answer.json" "$run/ar.err" "$run/ar.txt" <<'PY'
 import json, re, sys

@@ -50,12 +50,15 @@ it_log "namespaces $ns1 (10.200.0.1) and $ns2 (10.200.0.2) joined by a veth pair
 
 # ---- the reference: the target alone ----------------------------------------------------
 # The cluster's target renders a chat request through the GGUF's ChatML template
-# and runs the exact f32 matmul (the target config has no 8-bit switch) on
+# and runs the matmul path its config names (target.q8_matmul) on
 # target.threads = 2 with max_ctx = 2048: the reference does the same.
+mm=()
+[ "$("$MS_BUILD_DIR/tools/microspec-config" "$MS_SOURCE_DIR/cluster/configs/qwen-coder-pair.cfg" \
+     --get target.q8_matmul)" = true ] && mm=(--q8-matmul)
 printf 'Write a Python function that returns the n-th Fibonacci number.' >"$WORK/prompt.txt"
-it_log "reference: microspec-generate --chat, $n_tok tokens, greedy (1.5B alone)"
+it_log "reference: microspec-generate --chat ${mm[*]}, $n_tok tokens, greedy (1.5B alone)"
 t0=$SECONDS
-"$GEN" --model "$tgt_file" --chat --prompt-file "$WORK/prompt.txt" -n "$n_tok" --threads 2 --max-ctx 2048 \
+"$GEN" --model "$tgt_file" --chat --prompt-file "$WORK/prompt.txt" -n "$n_tok" --threads 2 --max-ctx 2048 "${mm[@]}" \
   >"$WORK/ar.txt" 2>"$WORK/ar.log" || { tail -20 "$WORK/ar.log"; it_die "microspec-generate failed"; }
 [ -z "$(tail -c 1 "$WORK/ar.txt")" ] || it_die "microspec-generate output does not end with a newline"
 truncate -s -1 "$WORK/ar.txt"
