@@ -96,6 +96,37 @@ it_need_shared() { # it_need_shared RELPATH...
 
 it_port() { "$TOOL" free-port; }
 
+# it_netns_pair PREFIX — two "hosts": network namespaces ns1=PREFIX$$t
+# (10.200.0.1/24) and ns2=PREFIX$$d (10.200.0.2/24) joined by a veth pair,
+# loopback up, reachable from each other. On exit (trap or watchdog) the
+# cluster of $WORK/run is stopped and both namespaces deleted. Skips (77)
+# without `ip`, without root, or where namespaces cannot be created.
+it_netns_possible() { # skips (77) early, before costly setup, where it_netns_pair cannot work
+  command -v ip >/dev/null || it_skip "no 'ip' command (iproute2)"
+  [ "$(id -u)" = 0 ] || it_skip "network namespaces need root"
+}
+it_netns_pair() {
+  it_netns_possible
+  ns1=$1$$t ns2=$1$$d
+  IT_CLEANUP='[ -f "$WORK/run/pids" ] && RUN_DIR=$WORK/run "$MS_SOURCE_DIR/cluster/stop.sh"; ip netns del $ns1 2>/dev/null; ip netns del $ns2 2>/dev/null'
+  printf '%s\n' "[ -f '$WORK/run/pids' ] && RUN_DIR='$WORK/run' '$MS_SOURCE_DIR/cluster/stop.sh'" \
+    "ip netns del $ns1" "ip netns del $ns2" >"$WORK/.cleanup" # for the watchdog
+  ip netns add "$ns1" 2>/dev/null || it_skip "cannot create network namespaces (ip netns add failed)"
+  ip netns add "$ns2" || it_die "ip netns add $ns2"
+  ip link add "v$$t" type veth peer name "v$$d" || it_skip "cannot create a veth pair"
+  ip link set "v$$t" netns "$ns1" && ip link set "v$$d" netns "$ns2" || it_die "moving the veth ends"
+  ip -n "$ns1" addr add 10.200.0.1/24 dev "v$$t" && ip -n "$ns2" addr add 10.200.0.2/24 dev "v$$d" || it_die "addresses"
+  local ns
+  for ns in "$ns1" "$ns2"; do ip -n "$ns" link set lo up; done
+  ip -n "$ns1" link set "v$$t" up && ip -n "$ns2" link set "v$$d" up || it_die "link up"
+  # Reachability without ping: a TCP connect to a closed port is refused (not unreachable).
+  reach() { local out; out=$(ip netns exec "$ns2" timeout 2 bash -c "exec 3<>/dev/tcp/10.200.0.1/1" 2>&1); grep -q refused <<<"$out"; }
+  local deadline=$((SECONDS + 10))
+  until reach || [ $SECONDS -ge $deadline ]; do sleep 0.05; done
+  reach || it_die "the namespaces cannot reach each other"
+  it_log "namespaces $ns1 (10.200.0.1) and $ns2 (10.200.0.2) joined by a veth pair"
+}
+
 # ---- models --------------------------------------------------------------------
 
 # stories260K converted to a Hugging Face folder: $WORK/stories

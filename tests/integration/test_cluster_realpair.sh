@@ -6,8 +6,9 @@
 # (adapted: absolute model paths, the link and HTTP on the veth address, free
 # ports, hosts "netns:NS"; its draft, vocabulary and tree settings kept).
 #   1. a greedy chat request gives byte for byte the text of the target alone
-#      (microspec-generate --chat: the same ChatML rendering, f32 matmul and
-#      thread count as the cluster's target), with draft tokens accepted;
+#      (microspec-generate --chat: the same ChatML rendering, matmul path
+#      (target.q8_matmul) and thread count as the cluster's target), with
+#      draft tokens accepted;
 #   2. the same request streamed, the draft killed (SIGKILL) once speculation
 #      has happened: the request still ends with exactly that text and reports
 #      draft_failed; /health says "draft":"down";
@@ -18,8 +19,7 @@
 # ITEST_REALPAIR_TOKENS (default 64): new tokens per request.
 source "$(dirname "$0")/lib.sh"
 it_init realpair
-command -v ip >/dev/null || it_skip "no 'ip' command (iproute2)"
-[ "$(id -u)" = 0 ] || it_skip "network namespaces need root"
+it_netns_possible
 n_tok=${ITEST_REALPAIR_TOKENS:-64}
 install=$MS_SOURCE_DIR/tools/install-models.sh
 bash "$install" qwen2.5-coder-1.5b qwen2.5-coder-0.5b >"$WORK/install.log" 2>&1
@@ -30,23 +30,7 @@ tgt_file=$(bash "$install" --path qwen2.5-coder-1.5b) && dft_file=$(bash "$insta
   it_die "install-models.sh --path failed"
 
 # ---- two "hosts" ---------------------------------------------------------------------
-ns1=msr$$t ns2=msr$$d
-IT_CLEANUP='[ -f "$WORK/run/pids" ] && RUN_DIR=$WORK/run "$MS_SOURCE_DIR/cluster/stop.sh"; ip netns del $ns1 2>/dev/null; ip netns del $ns2 2>/dev/null'
-printf '%s\n' "[ -f '$WORK/run/pids' ] && RUN_DIR='$WORK/run' '$MS_SOURCE_DIR/cluster/stop.sh'" \
-  "ip netns del $ns1" "ip netns del $ns2" >"$WORK/.cleanup" # for the watchdog (lib.sh)
-ip netns add "$ns1" 2>/dev/null || it_skip "cannot create network namespaces (ip netns add failed)"
-ip netns add "$ns2" || it_die "ip netns add $ns2"
-ip link add "v$$t" type veth peer name "v$$d" || it_skip "cannot create a veth pair"
-ip link set "v$$t" netns "$ns1" && ip link set "v$$d" netns "$ns2" || it_die "moving the veth ends"
-ip -n "$ns1" addr add 10.200.0.1/24 dev "v$$t" && ip -n "$ns2" addr add 10.200.0.2/24 dev "v$$d" || it_die "addresses"
-for ns in "$ns1" "$ns2"; do ip -n "$ns" link set lo up; done
-ip -n "$ns1" link set "v$$t" up && ip -n "$ns2" link set "v$$d" up || it_die "link up"
-# Reachability without ping: a TCP connect to a closed port is refused (not unreachable).
-reach() { local out; out=$(ip netns exec "$ns2" timeout 2 bash -c "exec 3<>/dev/tcp/10.200.0.1/1" 2>&1); grep -q refused <<<"$out"; }
-deadline=$((SECONDS + 10))
-until reach || [ $SECONDS -ge $deadline ]; do sleep 0.05; done
-reach || it_die "the namespaces cannot reach each other"
-it_log "namespaces $ns1 (10.200.0.1) and $ns2 (10.200.0.2) joined by a veth pair"
+it_netns_pair msr
 
 # ---- the reference: the target alone ----------------------------------------------------
 # The cluster's target renders a chat request through the GGUF's ChatML template

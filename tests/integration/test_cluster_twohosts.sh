@@ -11,25 +11,7 @@
 source "$(dirname "$0")/lib.sh"
 it_init twohosts
 it_need_shared models/stories260k/stories260K.bin models/stories260k/tok512.bin
-command -v ip >/dev/null || it_skip "no 'ip' command (iproute2)"
-[ "$(id -u)" = 0 ] || it_skip "network namespaces need root"
-ns1=mst$$t ns2=mst$$d
-IT_CLEANUP='[ -f "$WORK/run/pids" ] && RUN_DIR=$WORK/run "$MS_SOURCE_DIR/cluster/stop.sh"; ip netns del $ns1 2>/dev/null; ip netns del $ns2 2>/dev/null'
-printf '%s\n' "[ -f '$WORK/run/pids' ] && RUN_DIR='$WORK/run' '$MS_SOURCE_DIR/cluster/stop.sh'" \
-  "ip netns del $ns1" "ip netns del $ns2" >"$WORK/.cleanup" # for the watchdog (lib.sh)
-ip netns add "$ns1" 2>/dev/null || it_skip "cannot create network namespaces (ip netns add failed)"
-ip netns add "$ns2" || it_die "ip netns add $ns2"
-ip link add "v$$t" type veth peer name "v$$d" || it_skip "cannot create a veth pair"
-ip link set "v$$t" netns "$ns1" && ip link set "v$$d" netns "$ns2" || it_die "moving the veth ends"
-ip -n "$ns1" addr add 10.200.0.1/24 dev "v$$t" && ip -n "$ns2" addr add 10.200.0.2/24 dev "v$$d" || it_die "addresses"
-for ns in "$ns1" "$ns2"; do ip -n "$ns" link set lo up; done
-ip -n "$ns1" link set "v$$t" up && ip -n "$ns2" link set "v$$d" up || it_die "link up"
-# Reachability without ping: a TCP connect to a closed port is refused (not unreachable).
-reach() { local out; out=$(ip netns exec "$ns2" timeout 2 bash -c "exec 3<>/dev/tcp/10.200.0.1/1" 2>&1); grep -q refused <<<"$out"; }
-deadline=$((SECONDS + 10))
-until reach || [ $SECONDS -ge $deadline ]; do sleep 0.05; done
-reach || it_die "the namespaces cannot reach each other"
-it_log "namespaces $ns1 (10.200.0.1) and $ns2 (10.200.0.2) joined by a veth pair"
+it_netns_pair mst
 
 it_stories
 printf 'Once upon a time' >"$WORK/prompt.txt"
