@@ -366,6 +366,23 @@ static void tree_props(const ms_tree *t, const dist_cfg *d, const cb_ctx *c, int
           (long long)m, (long long)mw);
 }
 
+/* t against the naive build of the same depth (the tree the builder must
+ * make after `depth` passes), then the structural properties. */
+static void check_naive(const ms_tree *t, const dist_cfg *d, const cb_ctx *c, int32_t root, int64_t K, int64_t depth,
+                        int64_t total, bool chain, const char *what) {
+    ms_tree ref;
+    int64_t n_expect;
+    if (chain) {
+        naive_chain(d, root, depth, &ref);
+        n_expect = depth + 2;
+    } else {
+        int64_t H = naive_tree(d, root, K, depth, total, &ref);
+        n_expect = 1 + (total - 1 < H ? total - 1 : H);
+    }
+    tree_same(t, &ref, what);
+    tree_props(t, d, c, chain ? 1 : K, depth, n_expect, what);
+}
+
 /* One build + naive + properties. Returns the number of history entries. */
 static void run_case(dist_cfg d, int32_t root, int64_t K, int64_t depth, int64_t total, bool chain) {
     char what[160];
@@ -375,23 +392,14 @@ static void run_case(dist_cfg d, int32_t root, int64_t K, int64_t depth, int64_t
     ms_tree_params p = {.top_k = K, .depth = depth, .total = total, .chain = chain};
     cb_ctx c;
     cb_init2(&c, d, root, K, chain ? 1 : K); /* chain mode: top_k is unused, root_ids[0] is the first token */
-    ms_tree t, ref;
+    ms_tree t;
     memset(&t, 0xa5, sizeof t);
     ms_status st = ms_tree_build(&p, root, c.root_ids, c.root_logp, cb_expand, &c, &t);
     CHECK(st == MS_OK, "%s: status %d", what, st);
     if (st != MS_OK) return;
     CHECK(c.calls == depth, "%s: %lld callback calls", what, (long long)c.calls);
     CHECK(c.n_rows == (chain ? 1 : K) * depth, "%s: %lld rows submitted", what, (long long)c.n_rows);
-    int64_t n_expect;
-    if (chain) {
-        naive_chain(&d, root, depth, &ref);
-        n_expect = depth + 2;
-    } else {
-        int64_t H = naive_tree(&d, root, K, depth, total, &ref);
-        n_expect = 1 + (total - 1 < H ? total - 1 : H);
-    }
-    tree_same(&t, &ref, what);
-    tree_props(&t, &d, &c, chain ? 1 : K, depth, n_expect, what);
+    check_naive(&t, &d, &c, root, K, depth, total, chain, what);
 }
 
 /* ---- confidence stop (p_min) ------------------------------------------------------------------- */
@@ -436,22 +444,13 @@ static void run_pmin_case(dist_cfg d, int32_t root, int64_t K, int64_t depth, in
     ms_tree_params p = {.top_k = K, .depth = depth, .total = total, .chain = chain, .p_min = p_min};
     cb_ctx c;
     cb_init2(&c, d, root, K, chain ? 1 : K);
-    ms_tree t, ref;
+    ms_tree t;
     memset(&t, 0xa5, sizeof t);
     ms_status st = ms_tree_build(&p, root, c.root_ids, c.root_logp, cb_expand, &c, &t);
     CHECK(st == MS_OK, "%s: status %d", what, st);
     if (st != MS_OK) return;
     CHECK(c.calls == eff, "%s: %lld callback calls, expected %lld", what, (long long)c.calls, (long long)eff);
-    int64_t n_expect;
-    if (chain) {
-        naive_chain(&d, root, eff, &ref);
-        n_expect = eff + 2;
-    } else {
-        int64_t H = naive_tree(&d, root, K, eff, total, &ref);
-        n_expect = 1 + (total - 1 < H ? total - 1 : H);
-    }
-    tree_same(&t, &ref, what);
-    tree_props(&t, &d, &c, chain ? 1 : K, eff, n_expect, what);
+    check_naive(&t, &d, &c, root, K, eff, total, chain, what);
     /* p_min > 1: no pass at all, the level-1 candidates only (chain: one token). */
     if (p_min > 1.0f) CHECK(c.calls == 0 && t.n == 1 + (chain ? 1 : (total - 1 < K ? total - 1 : K)),
                             "%s: %lld calls, %lld nodes", what, (long long)c.calls, (long long)t.n);
