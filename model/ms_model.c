@@ -707,18 +707,9 @@ const ms_qweight *ms_model_lm_head_q(const ms_model *m) { return m->gg ? &m->lm_
 bool ms_model_q8_matmul(const ms_model *m) { return m->gg && !m->f32_matmul; }
 
 const float *ms_model_lm_head(const ms_model *cm) {
-    if (cm->gg) { /* stored format: an f32 copy made once (the draft vocabulary packs its rows) */
-        ms_model *m = (ms_model *)cm;
-        if (m->lm_head_host) return m->lm_head_host;
-        float *h;
-        if (ms_alloc_f32(&h, m->vocab, m->d) != MS_OK) {
-            MS_LOG_ERROR("model lm_head: no host memory for the %lld x %lld f32 copy", (long long)m->vocab,
-                         (long long)m->d);
-            return NULL;
-        }
-        for (int64_t r = 0; r < m->vocab; r++) ms_q_row(&m->lm_head_q, r, h + r * m->d);
-        m->lm_head_host = h;
-        return h;
+    if (cm->gg) { /* stored blocks: read them through ms_model_lm_head_q (no f32 copy) */
+        MS_LOG_ERROR("model lm_head: a GGUF head stays in its block format (ms_model_lm_head_q)");
+        return NULL;
     }
     if (cm->cuda_dev < 0) return (const float *)cm->lm_head;
 #ifdef MS_HAVE_CUDA

@@ -83,12 +83,13 @@ ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n,
                                   const uint64_t *mask, int64_t mask_back, ms_logits_mode mode, float *logits);
 /* The LM head [V, d] f32 (the embedding when tied): the draft vocabulary packs rows of it.
  * CUDA: a host f32 copy made on the first call and kept (V·d·4 bytes of host
- * memory, 2.1 GB for Llama-3-8B); NULL (logged) if that fails. */
+ * memory, 2.1 GB for Llama-3-8B); NULL (logged) if that fails. GGUF: NULL
+ * (logged): use ms_model_lm_head_q. */
 const float *ms_model_lm_head(const ms_model *m);
 /* GGUF (CPU): the LM head in its stored block format (the embedding when
  * tied), a view into the mapped file valid while m lives; NULL for every
  * other model. A draft packs window rows from it block for block, so no f32
- * copy of the head is ever made (ms_model_lm_head makes one: 671 MB for
+ * copy of the head is ever made (one would be 671 MB for
  * Gemma 3 270M). */
 const ms_qweight *ms_model_lm_head_q(const ms_model *m);
 /* True when the model's matmuls take 8-bit activations (a GGUF model loaded
