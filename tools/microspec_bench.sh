@@ -114,7 +114,7 @@ if [ -f "$model" ]; then model_abs=$(cd "$(dirname "$model")" && pwd)/$(basename
 
 # ---------------------------------------------------------------- helpers (Python: JSON in and out)
 cat >"$work/bench.py" <<'PY'
-import json, os, sys, time, urllib.error, urllib.request
+import json, os, re, sys, time, urllib.error, urllib.request
 
 def cut(text, n):
     """The first n bytes of text, cut at a UTF-8 boundary (as microspec-bench-prompts does)."""
@@ -291,7 +291,6 @@ def lossless(logs, configs_tsv, dst):
     """Greedy speculative output must be the AR output: each configuration's token ids per (prompt, turn)
     (microspec-generate --ids-out) against the first configuration's. Sampling rows (-t/--temperature > 0)
     and configurations without an ids file (cluster runs) are listed as not checked."""
-    import glob
     cfg = [l.rstrip("\n").split("\t") for l in open(configs_tsv) if l.strip()]
     def ids_of(path):
         r = {}
@@ -307,7 +306,6 @@ def lossless(logs, configs_tsv, dst):
             i, name, flags, status = c[0], c[1], " " + c[5] + " ", c[12]
             if status != "run":
                 continue
-            import re
             m = re.search(r"\s(?:-t|--temperature)\s+([0-9.]+)", flags)
             sampling = bool(m) and float(m.group(1)) > 0
             for ds in ("spec_bench", "human_eval"):
