@@ -83,6 +83,17 @@ void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k);
 /* y[n, m] = x · Wᵀ (+ b[m] when b != NULL), n = x->n, w->k == x->k; output
  * rows split over the pool (ms_pool.h). y must not alias x. */
 void ms_qdot_linear(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b);
+/* Several products of the same x in one pool round (q, k, v; gate, up):
+ * outs[i].y [n, outs[i].w->m] = x · outs[i].wᵀ (+ outs[i].b), each exactly
+ * as ms_qdot_linear computes it (the same bits), with one wait for the
+ * threads instead of one per product. 1 ≤ count ≤ MS_QDOT_MULTI_MAX. */
+enum { MS_QDOT_MULTI_MAX = 4 };
+typedef struct {
+    float *y;
+    const ms_qweight *w;
+    const float *b;
+} ms_qdot_out;
+void ms_qdot_linear_multi(const ms_qdot_out *outs, int count, const ms_q8_act *x);
 /* The same over a subset of W's rows: y[n, n_rows], column j = row rows[j]. */
 void ms_qdot_linear_rows(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows, int64_t n_rows);
 

@@ -759,6 +759,28 @@ static void lin(const ms_model *m, void *y, const void *x, const void *w, const 
     }
 }
 
+/* lin for the matmuls that read the same x (q, k, v; gate, up): on the
+ * GGUF 8-bit path one pool round for all of them (ms_qdot_linear_multi,
+ * the same bits as one lin each); else one lin each. */
+typedef struct {
+    void *y;
+    const void *w;
+    const ms_qweight *q;
+    const void *b;
+    int64_t mo;
+} lin_out;
+
+static void lin_same_x(const ms_model *m, const lin_out *o, int count, const void *x, int64_t n, int64_t k) {
+    if (o[0].q && !m->f32_matmul) {
+        MS_ASSERT(m->act_src == x && m->act.n == n && m->act.k == k && count <= MS_QDOT_MULTI_MAX);
+        ms_qdot_out qo[MS_QDOT_MULTI_MAX];
+        for (int i = 0; i < count; i++) qo[i] = (ms_qdot_out){.y = o[i].y, .w = o[i].q, .b = o[i].b};
+        ms_qdot_linear_multi(qo, count, &m->act);
+        return;
+    }
+    for (int i = 0; i < count; i++) lin(m, o[i].y, x, o[i].w, o[i].q, o[i].b, n, k, o[i].mo);
+}
+
 /* GGUF 8-bit path: quantize the n rows of x [n, k] once for every matmul that
  * reads them (q, k, v; gate, up). A no-op otherwise. */
 static void quant(ms_model *m, const void *x, int64_t n, int64_t k) {
@@ -798,9 +820,10 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
 
         k->rmsnorm(c, m->xb, m->x, w->attn_norm, n, d, eps);
         quant(m, m->xb, n, d);
-        lin(m, m->q, m->xb, w->wq, q ? &q->wq : NULL, w->bq, n, d, m->q_dim);
-        lin(m, kn, m->xb, w->wk, q ? &q->wk : NULL, w->bk, n, d, m->kv_dim);
-        lin(m, vn, m->xb, w->wv, q ? &q->wv : NULL, w->bv, n, d, m->kv_dim);
+        const lin_out qkv[3] = {{m->q, w->wq, q ? &q->wq : NULL, w->bq, m->q_dim},
+                                {kn, w->wk, q ? &q->wk : NULL, w->bk, m->kv_dim},
+                                {vn, w->wv, q ? &q->wv : NULL, w->bv, m->kv_dim}};
+        lin_same_x(m, qkv, 3, m->xb, n, d);
         if (w->q_norm) { /* Qwen3, Gemma 3: RMSNorm over each head's hd values */
             k->rmsnorm(c, m->q, m->q, w->q_norm, n * m->n_heads, m->hd, eps);
             k->rmsnorm(c, kn, kn, w->k_norm, n * m->n_kv, m->hd, eps);
@@ -815,8 +838,9 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
 
         k->rmsnorm(c, m->xb, m->x, w->ffn_norm, n, d, eps);
         quant(m, m->xb, n, d);
-        lin(m, m->hb, m->xb, w->w_gate, q ? &q->w_gate : NULL, NULL, n, d, m->ffn);
-        lin(m, m->hb2, m->xb, w->w_up, q ? &q->w_up : NULL, NULL, n, d, m->ffn);
+        const lin_out gate_up[2] = {{m->hb, w->w_gate, q ? &q->w_gate : NULL, NULL, m->ffn},
+                                    {m->hb2, w->w_up, q ? &q->w_up : NULL, NULL, m->ffn}};
+        lin_same_x(m, gate_up, 2, m->xb, n, d);
         if (m->cfg.act == MS_ACT_GELU_TANH) k->gelu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
         else k->silu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
         quant(m, m->hb, n, m->ffn);

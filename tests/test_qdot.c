@@ -320,6 +320,55 @@ static void test_invariance(int threads) {
     }
 }
 
+/* ---- 4b: several products of one x in one pool round ------------------------ */
+
+/* ms_qdot_linear_multi over products of mixed dtypes and sizes (as q, k, v
+ * of a layer): each output equals the scalar twin of its own product bit
+ * for bit, nothing is written past it, for n = 1 (VNNI / AMX GEMV) up to
+ * AMX-sized batches. */
+static void test_multi(int threads) {
+    ms_rng r;
+    ms_rng_seed(&r, 45);
+    const int64_t k = 768, nmax = 19;
+    static const ms_dtype types[3] = {MS_DTYPE_Q4_K, MS_DTYPE_Q6_K, MS_DTYPE_Q8_0};
+    static const int64_t ms[3] = {97, 33, 130};
+    static const int64_t ns[] = {1, 2, 5, 19};
+    uint8_t *wd[3];
+    ms_qweight w[3];
+    float *y[3], *yr[3];
+    for (int i = 0; i < 3; i++) {
+        wd[i] = make_weights(&r, types[i], ms[i], k);
+        w[i] = ms_qweight_view(types[i], wd[i], ms[i], k);
+        y[i] = malloc((size_t)(nmax * ms[i] + GUARD) * sizeof(float));
+        yr[i] = malloc((size_t)(nmax * ms[i]) * sizeof(float));
+    }
+    float *x = make_x(&r, nmax, k), *bias = malloc((size_t)ms[0] * sizeof(float));
+    for (int64_t j = 0; j < ms[0]; j++) bias[j] = (float)ms_rng_normal(&r);
+    ms_q8_act a;
+    MS_ASSERT(ms_q8_act_alloc(&a, nmax, k) == MS_OK);
+    for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+        const int64_t n = ns[ni];
+        ms_q8_quantize(&a, x, n, k);
+        ms_qdot_out outs[3];
+        for (int i = 0; i < 3; i++) {
+            for (int64_t e = 0; e < nmax * ms[i] + GUARD; e++) y[i][e] = -12345.0f;
+            outs[i] = (ms_qdot_out){.y = y[i], .w = &w[i], .b = i == 0 ? bias : NULL};
+            ms_qdot_linear_ref(yr[i], &a, &w[i], outs[i].b);
+        }
+        ms_qdot_linear_multi(outs, 3, &a);
+        int diff = 0, guard = 0;
+        for (int i = 0; i < 3; i++) {
+            for (int64_t e = 0; e < n * ms[i]; e++) diff += !same(y[i][e], yr[i][e]);
+            for (int64_t e = n * ms[i]; e < nmax * ms[i] + GUARD; e++) guard += y[i][e] != -12345.0f;
+        }
+        CHECK(diff == 0 && guard == 0, "multi n=%lld threads=%d: %d outputs differ from the twins, %d guards",
+              (long long)n, threads, diff, guard);
+    }
+    ms_q8_act_free(&a);
+    for (int i = 0; i < 3; i++) free(wd[i]), free(y[i]), free(yr[i]);
+    free(x), free(bias);
+}
+
 /* ---- 5 ---------------------------------------------------------------------- */
 
 static void test_accuracy(void) {
@@ -369,10 +418,12 @@ int main(void) {
     test_twin_vs_naive();
     test_fast_vs_twin(1);
     test_invariance(1);
+    test_multi(1);
     set_threads(2);
     CHECK(ms_pool_threads() == 2, "pool threads %d", ms_pool_threads());
     test_fast_vs_twin(2);
     test_invariance(2);
+    test_multi(2);
     test_accuracy();
     ms_pool_set_threads(1);
     if (g_fail) fprintf(stderr, "test_qdot: %d failures\n", g_fail);

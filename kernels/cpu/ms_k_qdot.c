@@ -47,6 +47,12 @@ enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TIL
  * CPU has it (below: the VNNI path, faster there: an AMX tile product costs
  * the same for 1 row as for 16; the results are the same either way). */
 enum { AMX_MIN_ROWS = 4 };
+/* Software prefetch distance (bytes ahead of the weight group being read)
+ * for the one-row VNNI path; 0: the hardware prefetchers alone. A build
+ * option (-DQD_PF=N) for measuring, off until a measurement shows a gain. */
+#ifndef QD_PF
+#define QD_PF 0
+#endif
 
 
 /* ---- activations ------------------------------------------------------------ */
@@ -606,6 +612,8 @@ QD_INLINE void simd_tile(const qd_job *J, const uint8_t *wr, float bias, int64_t
     for (int64_t gi = 0; gi < g; gi++) {
         const int nv = (int)(nb - gi * GROUP < GROUP ? nb - gi * GROUP : GROUP);
         const uint8_t *base = wr + (size_t)gi * gb;
+        if (QD_PF > 0)
+            for (size_t o = 0; o < gb; o += 64) _mm_prefetch((const char *)base + QD_PF + o, _MM_HINT_T0);
         wgroup W;
         if (DT == MS_DTYPE_Q8_0) unpack_q8_0(base, nv, &W);
         if (DT == MS_DTYPE_Q5_0) unpack_q5_0(base, nv, &W);
@@ -1114,16 +1122,64 @@ static void check_args(const float *y, const ms_q8_act *x, const ms_qweight *w) 
     (void)kind_of(w->dtype);
 }
 
-void ms_qdot_linear(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b) {
+/* How ms_qdot_linear runs one product: the range function, its work items
+ * (weight rows, or tiles of 16 rows on the AMX paths) and the grain. */
+typedef struct {
+    qd_job J;
+    ms_pool_fn fn;
+    int64_t items, grain;
+} qd_plan;
+
+static qd_plan plan_of(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b) {
     check_args(y, x, w);
-    qd_job J = {.y = y, .ldy = w->m, .x = x, .w = w, .b = b, .rows = NULL};
-    if (x->n <= 0) return;
+    qd_plan p = {.J = {.y = y, .ldy = w->m, .x = x, .w = w, .b = b, .rows = NULL}};
     ms_pool_fn amx = x->n >= AMX_MIN_ROWS ? amx_fn(w->dtype) : NULL;
 #if QD_X86
     if (x->n == 1 && w->dtype == MS_DTYPE_Q8_0 && amx_fn(w->dtype)) amx = amx_range_q8_0_n1;
 #endif
-    if (amx) ms_pool_run(amx, &J, (w->m + 15) / 16, 1);
-    else ms_pool_run(range_fn(w->dtype), &J, w->m, GRAIN);
+    if (amx) {
+        p.fn = amx;
+        p.items = (w->m + 15) / 16;
+        p.grain = 1;
+    } else {
+        p.fn = range_fn(w->dtype);
+        p.items = w->m;
+        p.grain = GRAIN;
+    }
+    return p;
+}
+
+void ms_qdot_linear(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b) {
+    qd_plan p = plan_of(y, x, w, b);
+    if (x->n > 0) ms_pool_run(p.fn, &p.J, p.items, p.grain);
+}
+
+/* The products of ms_qdot_linear_multi: part t of the pool's split runs part
+ * t of every product's own split (the one ms_qdot_linear would make), so
+ * each product keeps its balance and all of them cost one pool round. */
+typedef struct {
+    qd_plan p[MS_QDOT_MULTI_MAX];
+    int count, parts;
+} qd_multi;
+
+static void multi_range(void *arg, int64_t t0, int64_t t1) {
+    const qd_multi *M = arg;
+    for (int64_t t = t0; t < t1; t++)
+        for (int i = 0; i < M->count; i++) {
+            const qd_plan *p = &M->p[i];
+            int64_t parts = (p->items + p->grain - 1) / p->grain;
+            if (parts > M->parts) parts = M->parts;
+            if (t >= parts) continue;
+            const int64_t b = p->items * t / parts, e = p->items * (t + 1) / parts;
+            if (e > b) p->fn((void *)&p->J, b, e);
+        }
+}
+
+void ms_qdot_linear_multi(const ms_qdot_out *outs, int count, const ms_q8_act *x) {
+    MS_ASSERT(outs && count >= 1 && count <= MS_QDOT_MULTI_MAX);
+    qd_multi M = {.count = count, .parts = ms_pool_threads()};
+    for (int i = 0; i < count; i++) M.p[i] = plan_of(outs[i].y, x, outs[i].w, outs[i].b);
+    if (x->n > 0) ms_pool_run(multi_range, &M, M.parts, 1);
 }
 
 void ms_qdot_linear_rows(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows, int64_t n_rows) {
