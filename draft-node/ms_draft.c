@@ -343,7 +343,7 @@ static ms_status vsel_new(ms_dft *d) {
     switch (o->vsel) {
     case MS_DFT_VSEL_SPECVOCAB: {
         const ms_specvocab_opts so = {.artifact = o->vocab_artifact, .model_path = head_model, .V = d->V, .d = d->d,
-                                      .k = o->specvocab_k, .decay = o->budget_decay, .k_min = o->budget_min,
+                                      .k = o->specvocab_k > 0 ? o->specvocab_k : 1024, .decay = o->budget_decay, .k_min = o->budget_min,
                                       .max_rows = MS_TREE_MAX_K};
         MS_TRY(ms_specvocab_vsel(&so, &d->sel));
         break;
@@ -381,7 +381,7 @@ static ms_status vocab_for_step(ms_dft *d, const float *hid, const float *prev, 
         d->next_stats.vocab_ns += ms_now_ns() - t0;
         return s;
     }
-    if (d->o.vocab == MS_VOCAB_STATIC && d->o.budget_decay < 1.0)
+    if (d->o.vocab == MS_VOCAB_STATIC && d->o.budget_decay > 0.0 && d->o.budget_decay < 1.0)
         ms_vocab_set_head_limit(d->vocab,
                                 ms_vocab_budget(ms_vocab_size(d->vocab), d->o.budget_decay, d->o.budget_min, depth));
     return MS_OK;
@@ -449,8 +449,8 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         MS_FAIL(MS_ERR_INVALID, "vocabulary mode static needs a list file (build one with microspec-freqlist)");
     if ((unsigned)o->stream > MS_VOCAB_STREAM_EXTENSION || (unsigned)o->lm_head > MS_DFT_HEAD_INDEXED)
         MS_FAIL(MS_ERR_INVALID, "draft: unknown window stream %d or LM head %d", (int)o->stream, (int)o->lm_head);
-    if (!(o->budget_decay > 0.0 && o->budget_decay <= 1.0) || o->budget_min < 0 || o->specvocab_k < 1)
-        MS_FAIL(MS_ERR_INVALID, "draft: budget decay %g must be in (0, 1], budget min %lld ≥ 0, specvocab k %lld ≥ 1",
+    if (!(o->budget_decay >= 0.0 && o->budget_decay <= 1.0) || o->budget_min < 0 || o->specvocab_k < 0)
+        MS_FAIL(MS_ERR_INVALID, "draft: budget decay %g must be in [0, 1], budget min %lld and specvocab k %lld ≥ 0",
                 o->budget_decay, (long long)o->budget_min, (long long)o->specvocab_k);
     if ((unsigned)o->vsel > MS_DFT_VSEL_DYNASPEC) MS_FAIL(MS_ERR_INVALID, "draft: unknown vocabulary selector %d", (int)o->vsel);
     if (o->vsel != MS_DFT_VSEL_NONE && o->vocab == MS_VOCAB_STATIC)
@@ -526,7 +526,7 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     /* indexed head: the vocabulary keeps maps only (no packed rows, no gathers) */
     const float *W_rows = o->lm_head == MS_DFT_HEAD_INDEXED ? NULL : W;
     const bool typed_rows = d->typed_head && o->lm_head != MS_DFT_HEAD_INDEXED;
-    if (on_dev && o->vocab == MS_VOCAB_STATIC && o->budget_decay < 1.0) {
+    if (on_dev && o->vocab == MS_VOCAB_STATIC && o->budget_decay > 0.0 && o->budget_decay < 1.0) {
         ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "the static budget decay runs on a host head only (draft device %s)",
                    o->device);
         s = MS_ERR_UNSUPPORTED;

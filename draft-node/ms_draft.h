@@ -62,10 +62,10 @@ typedef struct {
     ms_dft_head lm_head;    /* default gathered */
     ms_dft_vsel vsel;       /* per-step selector (above); default none */
     const char *vocab_artifact; /* specvocab / dynaspec: the selector's artefact (made for this draft's model) */
-    int64_t specvocab_k;    /* specvocab: top-k per row at depth 0 (default 1024) */
+    int64_t specvocab_k;    /* specvocab: top-k per row at depth 0 (default 1024; 0: 1024) */
     double budget_decay;    /* position-aware budget R (ms_vocab_budget): static uses the first
                                max(budget_min, ⌊K·R^l⌋) ids of its list at depth l, specvocab that many
-                               per row; 1 = off (default) */
+                               per row; 1 (default) or 0 = off */
     int64_t budget_min;     /* K_min of the budget (default 0: at least one row) */
     int64_t dynaspec_clusters; /* dynaspec: K_C0 clusters at depth 0 (0: the selector's default) */
     double dynaspec_decay;  /* dynaspec: per-depth decay of the cluster budget (default 1) */

@@ -13,6 +13,9 @@
  *     (both hashes and the model path named), the wrong artefact kind, the
  *     wrong vocabulary size, a missing artefact file.
  *  4. ms_vsel_step: the step vocabulary's active set is picks ∪ window.
+ *  5. The draft: mode names round-trip; dynaspec refused ("not built yet"),
+ *     a selector over static refused, a draft of another model refusing the
+ *     artefact, no artefact, a budget decay > 1; specvocab+window accepted.
  */
 #include "spec_util.h"
 
@@ -196,6 +199,54 @@ static void test_refusals(const char *model_a, const char *model_b, const char *
     SPEC_CHECK(s < 0 && strstr(log, p), "missing artefact named: %s", log);
 }
 
+static ms_status new_draft(void *arg) {
+    ms_dft *d = NULL;
+    ms_status st = ms_dft_new(arg, &d);
+    ms_dft_free(&d);
+    return st;
+}
+
+/* The draft's own refusals and the mode names. */
+static void test_draft(const char *model_a, const char *model_b, const char *art_a) {
+    static const char *names[] = {"full", "static", "dynamic", "specvocab", "dynaspec", "specvocab+window",
+                                  "dynaspec+window"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        ms_vocab_mode m;
+        ms_dft_vsel v;
+        SPEC_CHECK(ms_dft_vocab_parse(names[i], &m, &v) && !strcmp(ms_dft_vocab_name(m, v), names[i]), "name %s",
+                   names[i]);
+    }
+    ms_vocab_mode m;
+    ms_dft_vsel v;
+    SPEC_CHECK(!ms_dft_vocab_parse("specvocab+static", &m, &v), "bad name refused");
+    char log[8192];
+    ms_dft_opts o = ms_dft_opts_default();
+    o.kind = MS_DRAFT_LM;
+    o.model_dir = model_a;
+    o.vocab = MS_VOCAB_FULL;
+    o.vsel = MS_DFT_VSEL_DYNASPEC;
+    o.vocab_artifact = art_a;
+    ms_status s = captured(new_draft, &o, log, sizeof log);
+    SPEC_CHECK(s == MS_ERR_UNSUPPORTED && strstr(log, "dynaspec selector not built yet"), "dynaspec: %s", log);
+    o.vsel = MS_DFT_VSEL_SPECVOCAB;
+    o.vocab = MS_VOCAB_STATIC;
+    SPEC_CHECK(captured(new_draft, &o, log, sizeof log) == MS_ERR_INVALID, "specvocab over static refused");
+    o.vocab = MS_VOCAB_DYNAMIC;
+    o.model_dir = model_b;
+    s = captured(new_draft, &o, log, sizeof log);
+    SPEC_CHECK(s == MS_ERR_INVALID && strstr(log, "was made for the model with sha256") && strstr(log, model_b),
+               "a draft of model b refuses model a's artefact: %s", log);
+    o.model_dir = model_a;
+    o.vocab_artifact = NULL;
+    s = captured(new_draft, &o, log, sizeof log);
+    SPEC_CHECK(s == MS_ERR_INVALID && strstr(log, "--vocab-artifact"), "no artefact: %s", log);
+    o.vocab_artifact = art_a;
+    o.budget_decay = 1.5;
+    SPEC_CHECK(captured(new_draft, &o, log, sizeof log) == MS_ERR_INVALID, "budget decay 1.5 refused");
+    o.budget_decay = 1.0;
+    SPEC_CHECK(captured(new_draft, &o, log, sizeof log) == MS_OK, "specvocab+window over model a: %s", log);
+}
+
 static ms_status fixed_pick(void *ctx, const float *hid, const float *prev, const int32_t *tok, int64_t n,
                             int64_t depth, int32_t *ids, int64_t cap, int64_t *n_ids) {
     (void)ctx, (void)hid, (void)prev, (void)tok, (void)n;
@@ -250,6 +301,7 @@ int main(void) {
         test_pick(a, art32, "rank 32 q8_0");
         test_refusals(a, b, art8, tmp);
         test_step();
+        test_draft(a, b, art8);
     }
     ms_test_rmtree(tmp);
     if (spec_failures) fprintf(stderr, "test_specvocab: %d failure(s)\n", spec_failures);
