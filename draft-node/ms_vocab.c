@@ -118,6 +118,16 @@ static void move_row(ms_vocab *v, int64_t dst, int64_t src) {
     memcpy(v->rows + (size_t)dst * v->row_bytes, v->rows + (size_t)src * v->row_bytes, v->row_bytes);
 }
 
+/* What every mode with packed rows keeps (v->cap set): id_of [cap],
+ * slot_of [V] all −1, and the rows (when W is given). */
+static ms_status alloc_slots(ms_vocab *v) {
+    v->id_of = ms_malloc((size_t)v->cap * sizeof(int32_t));
+    v->slot_of = ms_malloc((size_t)v->V * sizeof(int32_t));
+    if (!v->id_of || !v->slot_of) return MS_ERR_NOMEM;
+    memset(v->slot_of, 0xff, (size_t)v->V * sizeof(int32_t)); /* all −1 */
+    return alloc_rows(v);
+}
+
 static ms_vocab *vocab_alloc(ms_vocab_mode mode, const head_desc *h) {
     ms_vocab *v = ms_calloc(1, sizeof *v);
     if (!v) return NULL;
@@ -163,11 +173,7 @@ static ms_status new_static(const head_desc *h, const int32_t *ids, int64_t k, m
     if (!v) return MS_ERR_NOMEM;
     ms_status st = MS_ERR_NOMEM;
     v->cap = k;
-    v->id_of = ms_malloc((size_t)k * sizeof(int32_t));
-    v->slot_of = ms_malloc((size_t)V * sizeof(int32_t));
-    if (!v->id_of || !v->slot_of) goto fail;
-    MS_TRY_GOTO(st, alloc_rows(v), fail);
-    memset(v->slot_of, 0xff, (size_t)V * sizeof(int32_t)); /* all −1 */
+    MS_TRY_GOTO(st, alloc_slots(v), fail);
     for (int64_t r = 0; r < k; r++) {
         int32_t id = ids[r];
         if (id < 0 || id >= V) {
@@ -219,20 +225,15 @@ static ms_status new_dynamic(const head_desc *h, int64_t w_max, ms_vocab **out) 
     ms_status st = MS_ERR_NOMEM;
     v->cap = w_max;
     size_t cap = (size_t)w_max, nv = (size_t)V;
-    v->id_of = ms_malloc(cap * sizeof(int32_t));
     v->ring = ms_malloc(cap * sizeof(int32_t));
     v->dirty = ms_calloc(cap, 1);
     v->dirty_slots = ms_malloc(cap * sizeof(int32_t));
     v->take_slots = ms_malloc(cap * sizeof(int32_t));
     v->take_ids = ms_malloc(cap * sizeof(int32_t));
-    v->slot_of = ms_malloc(nv * sizeof(int32_t));
     v->count = ms_calloc(nv, sizeof(int32_t));
     v->mark = ms_calloc(nv, sizeof(uint32_t));
-    if (!v->id_of || !v->ring || !v->dirty || !v->dirty_slots || !v->take_slots || !v->take_ids || !v->slot_of ||
-        !v->count || !v->mark)
-        goto fail;
-    MS_TRY_GOTO(st, alloc_rows(v), fail);
-    memset(v->slot_of, 0xff, nv * sizeof(int32_t)); /* all −1 */
+    if (!v->ring || !v->dirty || !v->dirty_slots || !v->take_slots || !v->take_ids || !v->count || !v->mark) goto fail;
+    MS_TRY_GOTO(st, alloc_slots(v), fail);
     *out = v;
     return MS_OK;
 fail:
@@ -263,12 +264,9 @@ static ms_status new_step(const head_desc *h, int64_t cap, ms_vocab **out) {
     if (!v) return MS_ERR_NOMEM;
     ms_status st = MS_ERR_NOMEM;
     v->cap = cap;
-    v->id_of = ms_malloc((size_t)cap * sizeof(int32_t));
-    v->slot_of = ms_malloc((size_t)h->V * sizeof(int32_t));
     v->mark = ms_calloc((size_t)h->V, sizeof(uint32_t));
-    if (!v->id_of || !v->slot_of || !v->mark) goto fail;
-    MS_TRY_GOTO(st, alloc_rows(v), fail);
-    memset(v->slot_of, 0xff, (size_t)h->V * sizeof(int32_t)); /* all −1 */
+    if (!v->mark) goto fail;
+    MS_TRY_GOTO(st, alloc_slots(v), fail);
     *out = v;
     return MS_OK;
 fail:
