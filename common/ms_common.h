@@ -111,6 +111,11 @@ ms_status ms_read_file(const char *path, char **data, size_t *len);
  * No partial file is ever left under `path`. */
 ms_status ms_write_file_atomic(const char *path, const void *data, size_t len);
 
+/* SHA-256 of the file at path (libsodium, read in 1 MiB chunks) as 64
+ * lowercase hex digits + NUL into hex[65]. MS_ERR_IO (logged with the path)
+ * if it cannot be read. Artefacts record the model's hash with it (issue 16). */
+ms_status ms_sha256_file(const char *path, char hex[65]);
+
 /* Join a directory and a file name into a malloc'd string. */
 char *ms_path_join(const char *dir, const char *name);
 bool ms_file_exists(const char *path);

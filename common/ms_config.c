@@ -83,8 +83,10 @@ static const cfg_key g_keys[] = {
              "adapt the draft depth per request between 1 and tree.depth+1 tokens from the recent acceptance "
              "(grow by one after a fully accepted round, shrink towards the accepted-length average + 1)"),
 
-    KEY_ENUM("vocab.mode", vocab.mode, "dynamic", "dynamic|static|full",
-             "draft vocabulary (DESIGN 5): dynamic (MicroSpec window), static (FR-Spec list), full (all rows)"),
+    KEY_ENUM("vocab.mode", vocab.mode, "dynamic", "dynamic|static|full|specvocab|specvocab+window|dynaspec|dynaspec+window",
+             "draft vocabulary (DESIGN 5): dynamic (MicroSpec window), static (FR-Spec list), full (all rows); "
+             "per step (issue 16): specvocab / dynaspec (the candidates a selector picks from vocab.artifact for "
+             "each draft step), specvocab+window / dynaspec+window (those candidates plus the dynamic window)"),
     KEY_INT("vocab.w_max", vocab.w_max, 3072, 1, INT32_MAX, "dynamic: window size W_max (stream entries)"),
     KEY_INT("vocab.k_pre", vocab.k_pre, 3, 0, MS_CFG_TREE_MAX, "dynamic: top-K_pre target ids per prompt position"),
     KEY_INT("vocab.k_ver", vocab.k_ver, 3, 0, MS_CFG_TREE_MAX, "dynamic: top-K_ver target ids per accepted node"),
@@ -93,6 +95,19 @@ static const cfg_key g_keys[] = {
              "dynamic: the stream feeding the window (ablation): both = prompt + top-K_pre, then C_draft + C_ver "
              "(the paper's); context = prompt, then the emitted tokens; extension = top-K_pre, then C_draft + C_ver. "
              "The draft node refuses a value other than both unless vocab.mode is dynamic"),
+    KEY_STR("vocab.artifact", K_PATH, vocab.artifact, "", 0,
+            "specvocab / dynaspec: the selector's artefact, built for the draft model (tools/specvocab_build.py); "
+            "the draft node refuses an artefact made for another model"),
+    KEY_INT("vocab.specvocab_k", vocab.specvocab_k, 1024, 1, 1 << 24,
+            "specvocab: top-k candidates per draft row at the first step (united over a level's rows)"),
+    KEY_FLOAT("vocab.budget_decay", vocab.budget_decay, 1.0, 1e-6, 1.0,
+              "position-aware budget R: at draft depth l, static uses the first max(budget_min, floor(K*R^l)) ids "
+              "of its list and specvocab that many per row; 1 = off"),
+    KEY_INT("vocab.budget_min", vocab.budget_min, 0, 0, 1 << 24, "the position-aware budget's floor K_min"),
+    KEY_INT("vocab.dynaspec_clusters", vocab.dynaspec_clusters, 0, 0, 1 << 24,
+            "dynaspec: clusters K_C0 at the first step (0: the selector's default)"),
+    KEY_FLOAT("vocab.dynaspec_decay", vocab.dynaspec_decay, 1.0, 1e-6, 1.0, "dynaspec: cluster budget decay per depth"),
+    KEY_INT("vocab.dynaspec_min", vocab.dynaspec_min, 0, 0, 1 << 24, "dynaspec: the cluster budget's floor K_min"),
     KEY_ENUM("vocab.lm_head", vocab.lm_head, "gathered", "gathered|indexed",
              "draft LM head: gathered (one GEMM over the packed active rows) or indexed (a dot product per "
              "active id with the full head's row in place, no row copies; ablation)"),
@@ -628,6 +643,10 @@ static ms_status check_cross(cfg_ctx *x, const ms_cfg *c) {
     if (c->draft.enabled && !strcmp(c->vocab.mode, "static") && !c->vocab.list[0])
         return cfg_fail(x, MS_ERR_NOT_FOUND, line_of2(x, "vocab.mode", "vocab.list"), "vocab.list",
                         "required when vocab.mode is \"static\" (a microspec-freqlist file)");
+    if (c->draft.enabled && (!strncmp(c->vocab.mode, "specvocab", 9) || !strncmp(c->vocab.mode, "dynaspec", 8)) &&
+        !c->vocab.artifact[0])
+        return cfg_fail(x, MS_ERR_NOT_FOUND, line_of2(x, "vocab.mode", "vocab.artifact"), "vocab.artifact",
+                        "required when vocab.mode is \"%s\" (an artefact built for the draft model)", c->vocab.mode);
     /* The draft tree's rows per round must fit a uint64 attention mask
      * (the same rule as ms_tree_params_check). */
     if (c->tree.chain) {

@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 #define MS_CFG_NAME_MAX 256 /* host names, endpoints, devices, tokens */
-#define MS_CFG_ENUM_MAX 16  /* enum strings ("dynamic", "layerskip") */
+#define MS_CFG_ENUM_MAX 24  /* enum strings ("dynamic", "specvocab+window") */
 #define MS_CFG_Z85_LEN 40   /* a CURVE key: 32 bytes as Z85 text */
 #define MS_CFG_TREE_MAX 64  /* = MS_TREE_MAX (protocol/ms_msg.h): nodes per tree */
 #define MS_CFG_TREE_MAX_K 16 /* = MS_TREE_MAX_K (draft-node/ms_tree.h) */
@@ -80,11 +80,18 @@ typedef struct {
         bool adaptive;                  /* adaptive draft depth per request (ms_draft.h) */
     } draft;
     struct {
-        char mode[MS_CFG_ENUM_MAX];     /* "dynamic" | "static" | "full" */
+        char mode[MS_CFG_ENUM_MAX];     /* "dynamic" | "static" | "full" | "specvocab" | "dynaspec" | "…+window" */
         int64_t w_max, k_pre, k_ver;
         char list[PATH_MAX];            /* static: a microspec-freqlist file */
         char stream[MS_CFG_ENUM_MAX];   /* dynamic: "both" | "context" | "extension" (window-stream ablation) */
         char lm_head[MS_CFG_ENUM_MAX];  /* "gathered" | "indexed" (LM-head ablation) */
+        char artifact[PATH_MAX];        /* specvocab / dynaspec: the selector's artefact */
+        int64_t specvocab_k;            /* specvocab: candidates per row at the first step */
+        double budget_decay;            /* position-aware budget R (static, specvocab); 1 = off */
+        int64_t budget_min;             /* its floor K_min */
+        int64_t dynaspec_clusters;      /* dynaspec: K_C0 (0: the selector's default) */
+        double dynaspec_decay;          /* dynaspec: budget decay per depth */
+        int64_t dynaspec_min;           /* dynaspec: K_min clusters */
     } vocab;
     struct {
         int64_t top_k, depth, total;

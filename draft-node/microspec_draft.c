@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
     ms_k_cpu_set_threads((int)cfg.draft.threads);
 
     ms_dft_opts o = ms_dft_opts_default();
-    if (!ms_draft_kind_parse(cfg.draft.kind, &o.kind) || !ms_vocab_mode_parse(cfg.vocab.mode, &o.vocab) ||
+    if (!ms_draft_kind_parse(cfg.draft.kind, &o.kind) || !ms_dft_vocab_parse(cfg.vocab.mode, &o.vocab, &o.vsel) ||
         !ms_vocab_stream_parse(cfg.vocab.stream, &o.stream) || !ms_dft_head_parse(cfg.vocab.lm_head, &o.lm_head)) {
         MS_LOG_ERROR("%s: bad draft.kind '%s', vocab.mode '%s', vocab.stream '%s' or vocab.lm_head '%s'", cfg.source,
                      cfg.draft.kind, cfg.vocab.mode, cfg.vocab.stream, cfg.vocab.lm_head);
@@ -120,6 +120,13 @@ int main(int argc, char **argv) {
     o.layers = cfg.draft.layers;
     o.vocab_list = cfg.vocab.list[0] ? cfg.vocab.list : NULL;
     o.w_max = cfg.vocab.w_max;
+    o.vocab_artifact = cfg.vocab.artifact[0] ? cfg.vocab.artifact : NULL;
+    o.specvocab_k = cfg.vocab.specvocab_k;
+    o.budget_decay = cfg.vocab.budget_decay;
+    o.budget_min = cfg.vocab.budget_min;
+    o.dynaspec_clusters = cfg.vocab.dynaspec_clusters;
+    o.dynaspec_decay = cfg.vocab.dynaspec_decay;
+    o.dynaspec_min = cfg.vocab.dynaspec_min;
     o.tree.top_k = cfg.tree.top_k;
     o.tree.depth = cfg.tree.depth;
     o.tree.total = cfg.tree.total;

@@ -8,6 +8,8 @@
 
 #include "ms_eagle.h"
 #include "ms_model.h"
+#include "ms_specvocab.h"
+#include "ms_vsel.h"
 #include "ms_wire.h" /* MS_WIRE_TOPK_MAX: the largest K_pre / K_ver a peer may send */
 #ifdef MS_HAVE_CUDA
 #include "ms_k_cuda.h"
@@ -93,11 +95,23 @@ struct ms_dft {
     int64_t win_calls, win_syncs; /* ms_dft_window_syncs */
     ms_dft_level_fn level_fn;
     void *level_ctx;
+
+    /* Per-step selector (o.vsel; ms_vsel.h). step is the
+     * vocabulary the head reads: vocab itself for specvocab / dynaspec, its
+     * own for the hybrids (whose vocab is then the maps-only window). */
+    ms_vsel sel;
+    ms_vocab *step;
+    int32_t *sel_ids;  /* [sel_cap] candidate scratch */
+    int64_t sel_cap;
+    float *prev;       /* [MS_TREE_MAX_K, d] each level row's parent hidden state */
+    float *root_prev;  /* [d] the root's predecessor's hidden state (zeros at position 0) */
+    float *pre_save;   /* [2, d] root_hid and root_prev before a pre-draft */
 };
 
 ms_dft_opts ms_dft_opts_default(void) {
     return (ms_dft_opts){.kind = MS_DRAFT_LM, .layers = 1, .vocab = MS_VOCAB_DYNAMIC, .w_max = 3072,
-                         .tree = ms_tree_params_default()};
+                         .tree = ms_tree_params_default(), .specvocab_k = 1024, .budget_decay = 1.0,
+                         .dynaspec_decay = 1.0};
 }
 
 const char *ms_draft_kind_name(ms_draft_kind k) {
@@ -125,6 +139,36 @@ bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out) {
             return true;
         }
     return false;
+}
+
+static const struct {
+    const char *name;
+    ms_vocab_mode mode;
+    ms_dft_vsel vsel;
+} k_vocab_names[] = {
+    {"full", MS_VOCAB_FULL, MS_DFT_VSEL_NONE},
+    {"static", MS_VOCAB_STATIC, MS_DFT_VSEL_NONE},
+    {"dynamic", MS_VOCAB_DYNAMIC, MS_DFT_VSEL_NONE},
+    {"specvocab", MS_VOCAB_FULL, MS_DFT_VSEL_SPECVOCAB},
+    {"dynaspec", MS_VOCAB_FULL, MS_DFT_VSEL_DYNASPEC},
+    {"specvocab+window", MS_VOCAB_DYNAMIC, MS_DFT_VSEL_SPECVOCAB},
+    {"dynaspec+window", MS_VOCAB_DYNAMIC, MS_DFT_VSEL_DYNASPEC},
+};
+
+bool ms_dft_vocab_parse(const char *s, ms_vocab_mode *mode, ms_dft_vsel *vsel) {
+    for (size_t i = 0; i < sizeof k_vocab_names / sizeof k_vocab_names[0]; i++)
+        if (!strcmp(s, k_vocab_names[i].name)) {
+            *mode = k_vocab_names[i].mode;
+            *vsel = k_vocab_names[i].vsel;
+            return true;
+        }
+    return false;
+}
+
+const char *ms_dft_vocab_name(ms_vocab_mode mode, ms_dft_vsel vsel) {
+    for (size_t i = 0; i < sizeof k_vocab_names / sizeof k_vocab_names[0]; i++)
+        if (k_vocab_names[i].mode == mode && k_vocab_names[i].vsel == vsel) return k_vocab_names[i].name;
+    return "?";
 }
 
 const char *ms_dft_head_name(ms_dft_head h) {
@@ -288,13 +332,95 @@ static ms_status dev_new(ms_dft *d, const int32_t *static_ids, int64_t k_static)
 }
 #endif
 
+/* ---- per-step selectors (o.vsel, issue 16) -------------------------------- */
+
+/* The selector, the step vocabulary the head reads and the hybrid's
+ * maps-only window (whose stream the usual begin / accept calls feed). */
+static ms_status vsel_new(ms_dft *d) {
+    const ms_dft_opts *o = &d->o;
+    /* the model whose head the artefact approximates: eagle reads the target's */
+    const char *head_model = o->kind == MS_DRAFT_EAGLE ? o->target_dir : o->model_dir;
+    switch (o->vsel) {
+    case MS_DFT_VSEL_SPECVOCAB: {
+        const ms_specvocab_opts so = {.artifact = o->vocab_artifact, .model_path = head_model, .V = d->V, .d = d->d,
+                                      .k = o->specvocab_k > 0 ? o->specvocab_k : 1024, .decay = o->budget_decay, .k_min = o->budget_min,
+                                      .max_rows = MS_TREE_MAX_K};
+        MS_TRY(ms_specvocab_vsel(&so, &d->sel));
+        break;
+    }
+    case MS_DFT_VSEL_DYNASPEC:
+        /* LEAD: wire DynaSpec here, e.g.
+         *   MS_TRY(ms_dynaspec_vsel(o->vocab_artifact, head_model, d->V, d->d, o->dynaspec_clusters,
+         *                           o->dynaspec_decay, o->dynaspec_min, MS_TREE_MAX_K, &d->sel));
+         * and drop the refusal below. */
+        MS_FAIL(MS_ERR_UNSUPPORTED, "dynaspec selector not built yet");
+    case MS_DFT_VSEL_NONE: MS_FAIL(MS_ERR_INVALID, "draft: no vocabulary selector");
+    }
+    const bool hybrid = o->vocab == MS_VOCAB_DYNAMIC, indexed = o->lm_head == MS_DFT_HEAD_INDEXED;
+    d->sel_cap = d->sel.max_ids + (hybrid ? o->w_max : 0);
+    const int64_t cap = d->sel_cap < d->V ? d->sel_cap : d->V;
+    if (d->typed_head && !indexed) MS_TRY(ms_vocab_new_step_q(&d->Wq, cap, &d->step));
+    else MS_TRY(ms_vocab_new_step(indexed ? NULL : d->W, d->V, d->d, cap, &d->step));
+    if (hybrid) MS_TRY(ms_vocab_new_dynamic(NULL, d->V, d->d, o->w_max, &d->vocab)); /* maps only: no gathers */
+    else d->vocab = d->step;
+    d->sel_ids = ms_malloc((size_t)d->sel_cap * sizeof(int32_t));
+    d->prev = ms_malloc((size_t)(MS_TREE_MAX_K * d->d) * sizeof(float));
+    d->root_prev = ms_calloc((size_t)d->d, sizeof(float));
+    d->pre_save = ms_malloc((size_t)(2 * d->d) * sizeof(float));
+    return d->sel_ids && d->prev && d->root_prev && d->pre_save ? MS_OK : MS_ERR_NOMEM;
+}
+
+/* Before a head evaluation at draft depth `depth`: the selector's step
+ * vocabulary, or the static list's position-aware prefix. */
+static ms_status vocab_for_step(ms_dft *d, const float *hid, const float *prev, const int32_t *tok, int64_t n,
+                                int64_t depth) {
+    if (d->step) {
+        uint64_t t0 = ms_now_ns();
+        ms_status s = ms_vsel_step(&d->sel, d->step, d->step == d->vocab ? NULL : d->vocab, hid, prev, tok, n, depth,
+                                   d->sel_ids, d->sel_cap);
+        d->next_stats.vocab_ns += ms_now_ns() - t0;
+        return s;
+    }
+    if (d->o.vocab == MS_VOCAB_STATIC && d->o.budget_decay > 0.0 && d->o.budget_decay < 1.0)
+        ms_vocab_set_head_limit(d->vocab,
+                                ms_vocab_budget(ms_vocab_size(d->vocab), d->o.budget_decay, d->o.budget_min, depth));
+    return MS_OK;
+}
+
+/* After a committed chunk of c rows (host path, selector modes): the root's
+ * hidden state and its predecessor's. */
+static void track_root_prev(ms_dft *d, int64_t c) {
+    const float *h = d->eg ? ms_eagle_out(d->eg) : ms_model_hidden(d->lm);
+    const size_t row = (size_t)d->d * sizeof(float);
+    memcpy(d->root_prev, c >= 2 ? h + (c - 2) * d->d : d->root_hid, row);
+    memcpy(d->root_hid, h + (c - 1) * d->d, row);
+}
+
+/* A pre-draft commits rows speculatively; its rollback needs the root state back. */
+static void save_root_state(ms_dft *d, bool save) {
+    const size_t row = (size_t)d->d * sizeof(float);
+    if (save) {
+        memcpy(d->pre_save, d->root_hid, row);
+        memcpy(d->pre_save + d->d, d->root_prev, row);
+    } else {
+        memcpy(d->root_hid, d->pre_save, row);
+        memcpy(d->root_prev, d->pre_save + d->d, row);
+    }
+}
+
 void ms_dft_free(ms_dft **pd) {
     ms_dft *d = *pd;
     if (!d) return;
     dev_free(&d->dv); /* before the model: the window reads its head */
     ms_model_free(&d->lm);
     ms_eagle_free(&d->eg);
+    if (d->step != d->vocab) ms_vocab_free(&d->step);
     ms_vocab_free(&d->vocab);
+    ms_vsel_release(&d->sel);
+    free(d->sel_ids);
+    free(d->prev);
+    free(d->root_prev);
+    free(d->pre_save);
     free(d->head);
     ms_q8_act_free(&d->xq);
     free(d->hid);
@@ -323,6 +449,12 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         MS_FAIL(MS_ERR_INVALID, "vocabulary mode static needs a list file (build one with microspec-freqlist)");
     if ((unsigned)o->stream > MS_VOCAB_STREAM_EXTENSION || (unsigned)o->lm_head > MS_DFT_HEAD_INDEXED)
         MS_FAIL(MS_ERR_INVALID, "draft: unknown window stream %d or LM head %d", (int)o->stream, (int)o->lm_head);
+    if (!(o->budget_decay >= 0.0 && o->budget_decay <= 1.0) || o->budget_min < 0 || o->specvocab_k < 0)
+        MS_FAIL(MS_ERR_INVALID, "draft: budget decay %g must be in [0, 1], budget min %lld and specvocab k %lld ≥ 0",
+                o->budget_decay, (long long)o->budget_min, (long long)o->specvocab_k);
+    if ((unsigned)o->vsel > MS_DFT_VSEL_DYNASPEC) MS_FAIL(MS_ERR_INVALID, "draft: unknown vocabulary selector %d", (int)o->vsel);
+    if (o->vsel != MS_DFT_VSEL_NONE && o->vocab == MS_VOCAB_STATIC)
+        MS_FAIL(MS_ERR_INVALID, "draft: a per-step selector goes with vocabulary full or dynamic (the hybrid), not static");
     if (o->stream != MS_VOCAB_STREAM_BOTH && o->vocab != MS_VOCAB_DYNAMIC)
         MS_FAIL(MS_ERR_INVALID, "window stream %s only applies to vocabulary mode dynamic (got %s)",
                 ms_vocab_stream_name(o->stream), ms_vocab_mode_name(o->vocab));
@@ -394,7 +526,21 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     /* indexed head: the vocabulary keeps maps only (no packed rows, no gathers) */
     const float *W_rows = o->lm_head == MS_DFT_HEAD_INDEXED ? NULL : W;
     const bool typed_rows = d->typed_head && o->lm_head != MS_DFT_HEAD_INDEXED;
-    switch (o->vocab) {
+    if (on_dev && o->vocab == MS_VOCAB_STATIC && o->budget_decay > 0.0 && o->budget_decay < 1.0) {
+        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "the static budget decay runs on a host head only (draft device %s)",
+                   o->device);
+        s = MS_ERR_UNSUPPORTED;
+        goto fail;
+    }
+    if (o->vsel != MS_DFT_VSEL_NONE) {
+        if (on_dev || cuda_dev >= 0) {
+            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "vocabulary mode %s runs on a host head only (draft device %s)",
+                       ms_dft_vocab_name(o->vocab, o->vsel), o->device);
+            s = MS_ERR_UNSUPPORTED;
+            goto fail;
+        }
+        MS_TRY_GOTO(s, vsel_new(d), fail);
+    } else switch (o->vocab) {
     case MS_VOCAB_FULL:
         s = d->typed_head ? ms_vocab_new_full_q(&d->Wq, &d->vocab) : ms_vocab_new_full(W, d->V, d->d, &d->vocab);
         break;
@@ -438,7 +584,8 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     MS_LOG_INFO("draft: kind %s%s, vocabulary %s (%lld of %lld rows, stream %s, head %s %s), tree %s k=%lld "
                 "depth=%lld total=%lld p_min=%g%s",
                 ms_draft_kind_name(o->kind), o->kind == MS_DRAFT_LAYERSKIP ? " (first layers)" : "",
-                ms_vocab_mode_name(o->vocab), (long long)ms_vocab_w_max(d->vocab), (long long)d->V,
+                ms_dft_vocab_name(o->vocab, o->vsel), (long long)ms_vocab_w_max(d->step ? d->step : d->vocab),
+                (long long)d->V,
                 ms_vocab_stream_name(o->stream), ms_dft_head_name(o->lm_head), where,
                 o->tree.chain ? "chain" : "eagle2", (long long)o->tree.top_k, (long long)o->tree.depth,
                 (long long)o->tree.total, (double)o->tree.p_min, o->adaptive ? " adaptive" : "");
@@ -460,7 +607,8 @@ static void head_host(ms_dft *d, const float *hid, int64_t n, int64_t k, int32_t
     const float *rows;
     const int32_t *id_of;
     int64_t n_act;
-    ms_vocab_rows(d->vocab, &rows, &n_act, &id_of);
+    ms_vocab *hv = d->step ? d->step : d->vocab; /* the rows this step's head reads */
+    ms_vocab_rows(hv, &rows, &n_act, &id_of);
     if (n_act > 0 && d->typed_head) {
         /* block-format head: quantize the n rows once for the one product */
         const ms_q8_act *xq = NULL;
@@ -469,12 +617,12 @@ static void head_host(ms_dft *d, const float *hid, int64_t n, int64_t k, int32_t
             xq = &d->xq;
         }
         if (d->o.lm_head == MS_DFT_HEAD_INDEXED)
-            ms_vocab_logits_indexed_q(d->vocab, &d->Wq, xq ? NULL : hid, xq, n, d->head);
+            ms_vocab_logits_indexed_q(hv, &d->Wq, xq ? NULL : hid, xq, n, d->head);
         else
-            ms_vocab_logits_q(d->vocab, xq ? NULL : hid, xq, n, d->head);
+            ms_vocab_logits_q(hv, xq ? NULL : hid, xq, n, d->head);
     } else if (n_act > 0) {
         if (d->o.lm_head == MS_DFT_HEAD_INDEXED)
-            ms_vocab_logits_indexed(d->vocab, d->W, hid, n, d->head);
+            ms_vocab_logits_indexed(hv, d->W, hid, n, d->head);
         else
             d->ops->linear(d->ops->ctx, d->head, hid, rows, NULL, n, d->d, n_act);
     }
@@ -565,10 +713,13 @@ static ms_status head_dev(ms_dft *d, const void *h, int64_t n, int64_t k, int32_
 }
 #endif
 
-/* One head evaluation: n rows (host hid [n, d] on the host path, device
- * hid_dev on the device path) whose tokens are tokens [n]. */
-static ms_status head_topk(ms_dft *d, const float *hid, const void *hid_dev, const int32_t *tokens, int64_t n,
-                           int64_t k, int32_t *ids, float *logp) {
+/* One head evaluation at draft depth `depth` (0: the root's step): n rows
+ * (host hid [n, d] on the host path, device hid_dev on the device path) whose
+ * tokens are tokens [n] and whose parents' hidden states are prev [n, d] (read
+ * by a per-step selector only). */
+static ms_status head_topk(ms_dft *d, const float *hid, const void *hid_dev, const float *prev, const int32_t *tokens,
+                           int64_t n, int64_t depth, int64_t k, int32_t *ids, float *logp) {
+    MS_TRY(vocab_for_step(d, hid, prev, tokens, n, depth));
     uint64_t t0 = ms_now_ns();
 #ifdef MS_HAVE_CUDA
     if (d->dv) MS_TRY(head_dev(d, hid_dev, n, k, ids, logp));
@@ -614,6 +765,7 @@ static ms_status commit_pending(ms_dft *d) {
             dev_synced(d); /* every CUDA forward ends with a synchronisation */
         }
         last_c = c;
+        if (d->root_prev) track_root_prev(d, c);
     }
     if (d->dv) {
 #ifdef MS_HAVE_CUDA
@@ -658,7 +810,12 @@ static ms_status expand(void *ctx, const int32_t *tokens, const int32_t *depth, 
     float *dst = d->hid + d->n_sub * d->d;
     if (out) memcpy(dst, out, (size_t)(n_rows * d->d) * sizeof(float));
     d->next_stats.backbone_ns += ms_now_ns() - t0;
-    MS_TRY(head_topk(d, dst, d->dv ? ms_model_hidden_dev(d->lm) : NULL, tokens, n_rows, k, out_ids, out_logp));
+    if (d->prev) /* each row's parent's hidden state, for a per-step selector */
+        for (int64_t r = 0; r < n_rows; r++)
+            memcpy(d->prev + r * d->d, parent_row[r] < 0 ? d->root_hid : d->hid + (int64_t)parent_row[r] * d->d,
+                   (size_t)d->d * sizeof(float));
+    MS_TRY(head_topk(d, dst, d->dv ? ms_model_hidden_dev(d->lm) : NULL, d->prev, tokens, n_rows, depth[0], k, out_ids,
+                     out_logp));
     d->n_sub += n_rows;
     return MS_OK;
 }
@@ -690,6 +847,7 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     else ms_model_reset(d->lm);
     d->committed = 0;
     d->pending.n = 0;
+    if (d->root_prev) memset(d->root_hid, 0, (size_t)d->d * sizeof(float)); /* position 0 has no predecessor */
     MS_TRY(pend_reserve(d, m->n_prompt + 1));
     if (d->eg) {
         /* Row p pairs the target feature f_p with the next token (notes §1.3). */
@@ -727,7 +885,8 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     int32_t root_ids[MS_TREE_MAX_K];
     float root_logp[MS_TREE_MAX_K];
     const int64_t K = d->o.tree.chain ? 1 : d->o.tree.top_k;
-    MS_TRY(head_topk(d, d->root_hid, d->dv ? d->dv->root_hid : NULL, &d->root, 1, K, root_ids, root_logp));
+    MS_TRY(head_topk(d, d->root_hid, d->dv ? d->dv->root_hid : NULL, d->root_prev, &d->root, 1, 0, K, root_ids,
+                     root_logp));
     d->n_sub = 0;
     ms_tree_params tp = d->o.tree;
     if (d->o.adaptive) tp.depth = d->len - 1;
@@ -742,7 +901,7 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     out->round = round;
     out->tree = d->tree;
     out->stats = d->next_stats;
-    out->stats.vocab_size = ms_vocab_size(d->vocab);
+    out->stats.vocab_size = ms_vocab_size(d->step ? d->step : d->vocab);
     memset(&d->next_stats, 0, sizeof d->next_stats);
     d->round = round;
     return MS_OK;
@@ -847,6 +1006,7 @@ static ms_status rollback_predraft(ms_dft *d) {
     d->committed = d->pre_committed;
     d->root = d->pre_root;
     d->pending.n = 0;
+    if (d->pre_save) save_root_state(d, false);
     return d->eg ? ms_eagle_truncate(d->eg, d->committed) : ms_model_truncate(d->lm, d->committed);
 }
 
@@ -876,6 +1036,7 @@ static ms_status predraft_impl(ms_dft *d) {
     d->pre_committed = d->committed;
     d->pre_root = d->root;
     d->pre_active = true;
+    if (d->pre_save) save_root_state(d, true);
 
     /* Commit the assumed path's tokens; the draft's top-1 after them is the bonus it bets on. */
     ms_draft_stats saved = d->next_stats;
@@ -891,7 +1052,7 @@ static ms_status predraft_impl(ms_dft *d) {
     if (s >= 0) {
         /* root_hid is the draft's state after the path's last token (or
          * after the root when the path is the root alone) */
-        s = head_topk(d, d->root_hid, d->dv ? d->dv->root_hid : NULL, &d->root, 1, 1, &id, &lp);
+        s = head_topk(d, d->root_hid, d->dv ? d->dv->root_hid : NULL, d->root_prev, &d->root, 1, 0, 1, &id, &lp);
     }
     if (s >= 0) {
         d->pre_bonus = id;
@@ -937,7 +1098,7 @@ static ms_status accept_overlap_impl(ms_dft *d, const ms_msg_verify *m, bool *hi
     tree->stats.covered += v.covered;
     tree->stats.emitted += v.emitted;
     tree->stats.vocab_ns += v.vocab_ns;
-    tree->stats.vocab_size = ms_vocab_size(d->vocab);
+    tree->stats.vocab_size = ms_vocab_size(d->step ? d->step : d->vocab);
     *hit = true;
     return MS_OK;
 }

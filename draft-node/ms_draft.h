@@ -33,6 +33,17 @@ typedef enum { MS_DRAFT_LM = 0, MS_DRAFT_EAGLE, MS_DRAFT_LAYERSKIP } ms_draft_ki
  * them; indexed then reads the typed head in place by id (*_linear_rows). */
 typedef enum { MS_DFT_HEAD_GATHERED = 0, MS_DFT_HEAD_INDEXED } ms_dft_head;
 
+/* Per-step vocabulary selectors (issue 16, ms_vsel.h). With vsel set, every
+ * head evaluation (the root's step, each tree level, the pre-draft's bonus)
+ * first asks the selector for candidates and runs the exact head over them
+ * only (a per-step ms_vocab: rows entering gathered, leaving swap-removed).
+ * vocab = full: the candidates alone ("specvocab" / "dynaspec"); vocab =
+ * dynamic: candidates ∪ the MicroSpec window ("specvocab+window" /
+ * "dynaspec+window"), the window fed by its stream as usual. The draft's q is
+ * the softmax over the step's set, so sampling stays exact. CPU heads only
+ * (a device head refuses them). */
+typedef enum { MS_DFT_VSEL_NONE = 0, MS_DFT_VSEL_SPECVOCAB, MS_DFT_VSEL_DYNASPEC } ms_dft_vsel;
+
 typedef struct {
     ms_draft_kind kind;
     const char *model_dir;  /* lm: the draft model; eagle: the EAGLE head; layerskip: the target */
@@ -49,6 +60,16 @@ typedef struct {
     ms_dtype act;           /* CUDA activation dtype (0: BF16) */
     ms_vocab_stream stream; /* dynamic: which stream feeds the window (default both = the paper's) */
     ms_dft_head lm_head;    /* default gathered */
+    ms_dft_vsel vsel;       /* per-step selector (above); default none */
+    const char *vocab_artifact; /* specvocab / dynaspec: the selector's artefact (made for this draft's model) */
+    int64_t specvocab_k;    /* specvocab: top-k per row at depth 0 (default 1024; 0: 1024) */
+    double budget_decay;    /* position-aware budget R (ms_vocab_budget): static uses the first
+                               max(budget_min, ⌊K·R^l⌋) ids of its list at depth l, specvocab that many
+                               per row; 1 (default) or 0 = off */
+    int64_t budget_min;     /* K_min of the budget (default 0: at least one row) */
+    int64_t dynaspec_clusters; /* dynaspec: K_C0 clusters at depth 0 (0: the selector's default) */
+    double dynaspec_decay;  /* dynaspec: per-depth decay of the cluster budget (default 1) */
+    int64_t dynaspec_min;   /* dynaspec: K_min clusters */
     bool f32_matmul;        /* GGUF drafts: exact f32 matmuls (default false: 8-bit activations,
                                faster; a draft's rounding changes acceptance only) */
     bool host_head;         /* CUDA draft: keep the LM head on the host anyway (downloaded hidden
@@ -76,6 +97,11 @@ ms_dft_opts ms_dft_opts_default(void);
 const char *ms_draft_kind_name(ms_draft_kind k);
 bool ms_draft_kind_parse(const char *s, ms_draft_kind *out);
 bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out);
+/* The draft's vocabulary mode names: full / static / dynamic (as
+ * ms_vocab_mode_parse, vsel none), specvocab / dynaspec (vocab full + vsel),
+ * specvocab+window / dynaspec+window (vocab dynamic + vsel). */
+bool ms_dft_vocab_parse(const char *s, ms_vocab_mode *mode, ms_dft_vsel *vsel);
+const char *ms_dft_vocab_name(ms_vocab_mode mode, ms_dft_vsel vsel);
 const char *ms_dft_head_name(ms_dft_head h); /* "gathered" / "indexed" */
 bool ms_dft_head_parse(const char *s, ms_dft_head *out);
 

@@ -2,6 +2,7 @@
  * vocabularies. See ms_vocab.h and DESIGN.md §5 for the definitions. */
 #include "ms_vocab.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +18,10 @@ struct ms_vocab {
     bool typed; /* made by a *_q constructor: ms_vocab_rows gives no f32 rows */
     int64_t V, d;
 
-    /* Packed rows (static, dynamic). cap = K (static) or W_max (dynamic);
-     * the first n rows are live: n = K (static) or |I| (dynamic). */
+    /* Packed rows (static, dynamic, step). cap = K (static), W_max (dynamic)
+     * or the step cap; the first n rows are live: n = K (static) or |I|. */
     int64_t cap, n;
+    int64_t lim; /* static: the head reads rows [0, lim) when 0 < lim < n (ms_vocab_set_head_limit) */
     uint8_t *rows;    /* [cap] rows of row_bytes, owned; NULL when W is NULL */
     int32_t *id_of;   /* [cap] slot → id */
     int32_t *slot_of; /* [V] id → slot, −1 if absent */
@@ -29,7 +31,8 @@ struct ms_vocab {
     int64_t head, ring_n;
     int32_t *count; /* [V] occurrences of each id in the ring */
 
-    /* Dynamic: dedup stamps for the unions of init_stream / append_round.
+    /* Dynamic, step: dedup stamps for the unions of init_stream / append_round
+     * and for the new set of ms_vocab_set_active.
      * An id is "seen" in the current union iff mark[id] == epoch, so starting
      * a union costs O(1), not O(V). */
     uint32_t *mark; /* [V] */
@@ -115,6 +118,16 @@ static void move_row(ms_vocab *v, int64_t dst, int64_t src) {
     memcpy(v->rows + (size_t)dst * v->row_bytes, v->rows + (size_t)src * v->row_bytes, v->row_bytes);
 }
 
+/* What every mode with packed rows keeps (v->cap set): id_of [cap],
+ * slot_of [V] all −1, and the rows (when W is given). */
+static ms_status alloc_slots(ms_vocab *v) {
+    v->id_of = ms_malloc((size_t)v->cap * sizeof(int32_t));
+    v->slot_of = ms_malloc((size_t)v->V * sizeof(int32_t));
+    if (!v->id_of || !v->slot_of) return MS_ERR_NOMEM;
+    memset(v->slot_of, 0xff, (size_t)v->V * sizeof(int32_t)); /* all −1 */
+    return alloc_rows(v);
+}
+
 static ms_vocab *vocab_alloc(ms_vocab_mode mode, const head_desc *h) {
     ms_vocab *v = ms_calloc(1, sizeof *v);
     if (!v) return NULL;
@@ -160,11 +173,7 @@ static ms_status new_static(const head_desc *h, const int32_t *ids, int64_t k, m
     if (!v) return MS_ERR_NOMEM;
     ms_status st = MS_ERR_NOMEM;
     v->cap = k;
-    v->id_of = ms_malloc((size_t)k * sizeof(int32_t));
-    v->slot_of = ms_malloc((size_t)V * sizeof(int32_t));
-    if (!v->id_of || !v->slot_of) goto fail;
-    MS_TRY_GOTO(st, alloc_rows(v), fail);
-    memset(v->slot_of, 0xff, (size_t)V * sizeof(int32_t)); /* all −1 */
+    MS_TRY_GOTO(st, alloc_slots(v), fail);
     for (int64_t r = 0; r < k; r++) {
         int32_t id = ids[r];
         if (id < 0 || id >= V) {
@@ -216,20 +225,15 @@ static ms_status new_dynamic(const head_desc *h, int64_t w_max, ms_vocab **out) 
     ms_status st = MS_ERR_NOMEM;
     v->cap = w_max;
     size_t cap = (size_t)w_max, nv = (size_t)V;
-    v->id_of = ms_malloc(cap * sizeof(int32_t));
     v->ring = ms_malloc(cap * sizeof(int32_t));
     v->dirty = ms_calloc(cap, 1);
     v->dirty_slots = ms_malloc(cap * sizeof(int32_t));
     v->take_slots = ms_malloc(cap * sizeof(int32_t));
     v->take_ids = ms_malloc(cap * sizeof(int32_t));
-    v->slot_of = ms_malloc(nv * sizeof(int32_t));
     v->count = ms_calloc(nv, sizeof(int32_t));
     v->mark = ms_calloc(nv, sizeof(uint32_t));
-    if (!v->id_of || !v->ring || !v->dirty || !v->dirty_slots || !v->take_slots || !v->take_ids || !v->slot_of ||
-        !v->count || !v->mark)
-        goto fail;
-    MS_TRY_GOTO(st, alloc_rows(v), fail);
-    memset(v->slot_of, 0xff, nv * sizeof(int32_t)); /* all −1 */
+    if (!v->ring || !v->dirty || !v->dirty_slots || !v->take_slots || !v->take_ids || !v->count || !v->mark) goto fail;
+    MS_TRY_GOTO(st, alloc_slots(v), fail);
     *out = v;
     return MS_OK;
 fail:
@@ -251,6 +255,39 @@ ms_status ms_vocab_new_dynamic_q(const ms_qweight *W, int64_t w_max, ms_vocab **
     head_desc h;
     MS_TRY(head_typed("vocab dynamic", W, &h));
     return new_dynamic(&h, w_max, out);
+}
+
+static ms_status new_step(const head_desc *h, int64_t cap, ms_vocab **out) {
+    if (cap < 1 || cap > h->V)
+        MS_FAIL(MS_ERR_INVALID, "vocab step: cap=%lld out of [1, V=%lld]", (long long)cap, (long long)h->V);
+    ms_vocab *v = vocab_alloc(MS_VOCAB_STEP, h);
+    if (!v) return MS_ERR_NOMEM;
+    ms_status st = MS_ERR_NOMEM;
+    v->cap = cap;
+    v->mark = ms_calloc((size_t)h->V, sizeof(uint32_t));
+    if (!v->mark) goto fail;
+    MS_TRY_GOTO(st, alloc_slots(v), fail);
+    *out = v;
+    return MS_OK;
+fail:
+    ms_vocab_free(&v);
+    return st;
+}
+
+ms_status ms_vocab_new_step(const float *W, int64_t V, int64_t d, int64_t cap, ms_vocab **out) {
+    MS_ASSERT(out);
+    *out = NULL;
+    head_desc h;
+    MS_TRY(head_f32("vocab step", W, V, d, &h));
+    return new_step(&h, cap, out);
+}
+
+ms_status ms_vocab_new_step_q(const ms_qweight *W, int64_t cap, ms_vocab **out) {
+    MS_ASSERT(out);
+    *out = NULL;
+    head_desc h;
+    MS_TRY(head_typed("vocab step", W, &h));
+    return new_step(&h, cap, out);
 }
 
 void ms_vocab_free(ms_vocab **pv) {
@@ -278,7 +315,7 @@ const char *ms_vocab_mode_name(ms_vocab_mode mode) {
     case MS_VOCAB_STATIC: return "static";
     case MS_VOCAB_DYNAMIC: return "dynamic";
     }
-    return "?";
+    return mode == MS_VOCAB_STEP ? "step" : "?";
 }
 
 int64_t ms_vocab_vocab_size(const ms_vocab *v) { return v->V; }
@@ -434,6 +471,73 @@ ms_status ms_vocab_append_distinct(ms_vocab *v, const int32_t *ids, int64_t n) {
     return MS_OK;
 }
 
+/* ---- per-step vocabulary ------------------------------------------------------ */
+
+/* Slot s's id leaves: the last active slot refills it (swap-remove). */
+static void step_remove(ms_vocab *v, int64_t s) {
+    int32_t id = v->id_of[s];
+    int64_t last = v->n - 1;
+    if (s != last) {
+        int32_t moved = v->id_of[last];
+        move_row(v, s, last);
+        v->id_of[s] = moved;
+        v->slot_of[moved] = (int32_t)s;
+        v->ctr.moved++;
+    }
+    v->slot_of[id] = -1;
+    v->n--;
+}
+
+ms_status ms_vocab_set_active(ms_vocab *v, const int32_t *ids, int64_t n) {
+    if (v->mode != MS_VOCAB_STEP) MS_FAIL(MS_ERR_INVALID, "vocab set_active: mode %s is not step", ms_vocab_mode_name(v->mode));
+    MS_TRY(check_ids(v, "set_active", ids, n));
+    union_begin(v);
+    int64_t distinct = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (v->mark[ids[i]] != v->epoch) {
+            v->mark[ids[i]] = v->epoch;
+            distinct++;
+        }
+    if (distinct > v->cap) {
+        union_begin(v); /* forget the marks: nothing changed */
+        MS_FAIL(MS_ERR_INVALID, "vocab set_active: %lld distinct ids exceed the cap of %lld", (long long)distinct,
+                (long long)v->cap);
+    }
+    /* Leaving ids first, from the top: the row a swap-remove moves down was
+     * already looked at (and stays). */
+    for (int64_t s = v->n - 1; s >= 0; s--)
+        if (v->mark[v->id_of[s]] != v->epoch) step_remove(v, s);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (v->slot_of[id] >= 0) continue; /* stays, or entered earlier in this call */
+        int64_t s = v->n++;
+        v->slot_of[id] = (int32_t)s;
+        v->id_of[s] = id;
+        gather_row(v, s, id);
+        v->ctr.gathered++;
+    }
+    return MS_OK;
+}
+
+void ms_vocab_set_head_limit(ms_vocab *v, int64_t m) {
+    if (v->mode == MS_VOCAB_STATIC) v->lim = m;
+}
+
+int64_t ms_vocab_budget(int64_t k, double r, int64_t k_min, int64_t depth) {
+    if (k < 1) return 1;
+    if (depth <= 0 || !(r < 1.0)) return k;
+    double x = (double)k * pow(r > 0.0 ? r : 0.0, (double)depth);
+    int64_t b = x >= (double)k ? k : (int64_t)floor(x);
+    if (b < k_min) b = k_min;
+    if (b > k) b = k;
+    return b < 1 ? 1 : b;
+}
+
+/* Rows the head reads: all active rows, or a static list's first lim. */
+static int64_t head_rows(const ms_vocab *v) {
+    return v->mode == MS_VOCAB_STATIC && v->lim > 0 && v->lim < v->n ? v->lim : v->n;
+}
+
 /* ---- window-stream ablation ------------------------------------------------ */
 
 const char *ms_vocab_stream_name(ms_vocab_stream s) {
@@ -494,7 +598,7 @@ ms_status ms_vocab_stream_round(ms_vocab *v, ms_vocab_stream stream, const int32
 
 void ms_vocab_rows(const ms_vocab *v, const float **rows, int64_t *n, const int32_t **id_of) {
     if (rows) *rows = v->typed ? NULL : (const float *)(const void *)(v->mode == MS_VOCAB_FULL ? v->W : v->rows);
-    if (n) *n = v->n;
+    if (n) *n = head_rows(v);
     if (id_of) *id_of = v->mode == MS_VOCAB_FULL ? NULL : v->id_of;
 }
 
@@ -503,7 +607,7 @@ bool ms_vocab_rows_q(const ms_vocab *v, ms_qweight *rows, const int32_t **id_of)
     if (id_of) *id_of = v->mode == MS_VOCAB_FULL ? NULL : v->id_of;
     if (!p) return false;
     /* by hand, not ms_qweight_view: m may be 0 (an empty window) */
-    *rows = (ms_qweight){.dtype = v->dtype, .data = p, .m = v->n, .k = v->d, .row_bytes = v->row_bytes};
+    *rows = (ms_qweight){.dtype = v->dtype, .data = p, .m = head_rows(v), .k = v->d, .row_bytes = v->row_bytes};
     return true;
 }
 
@@ -568,7 +672,7 @@ void ms_vocab_logits_q(const ms_vocab *v, const float *x, const ms_q8_act *xq, i
     ms_qweight rows;
     const bool have = ms_vocab_rows_q(v, &rows, NULL);
     MS_ASSERT(have);
-    if (v->n == 0 || n == 0) return;
+    if (rows.m == 0 || n == 0) return;
     q_product(out, x, xq, n, &rows, NULL, 0);
 }
 
@@ -576,12 +680,12 @@ void ms_vocab_logits_indexed_q(const ms_vocab *v, const ms_qweight *W, const flo
                                float *out) {
     MS_ASSERT(W && W->m == v->V && W->k == v->d);
     if (v->n == 0 || n == 0) return;
-    q_product(out, x, xq, n, W, v->mode == MS_VOCAB_FULL ? NULL : v->id_of, v->n);
+    q_product(out, x, xq, n, W, v->mode == MS_VOCAB_FULL ? NULL : v->id_of, head_rows(v));
 }
 
 void ms_vocab_logits_indexed(const ms_vocab *v, const float *W, const float *hid, int64_t n, float *out) {
     MS_ASSERT(W && (hid || n == 0) && (out || n == 0));
-    const int64_t m = v->n, d = v->d;
+    const int64_t m = head_rows(v), d = v->d;
     /* slot-outer: each W row is read once for all n hidden rows */
     for (int64_t s = 0; s < m; s++) {
         int64_t id = v->mode == MS_VOCAB_FULL ? s : v->id_of[s];

@@ -6,6 +6,12 @@
  *  - static:  FR-Spec (eagle2-frspec-notes.md §3): a fixed list of K distinct
  *             ids; their rows are packed once into an owned [K, d] buffer,
  *             slot r = the r-th id of the list.
+ *  - step:    a per-step vocabulary (issue 16): the caller names the active
+ *             set before each head evaluation (ms_vocab_set_active). Kept
+ *             like the dynamic window's rows: an id entering gets slot |I| and
+ *             its row gathered, an id leaving is swap-removed; ids that stay
+ *             keep their rows (no copy). Work per call O(n + |I_old|) + O(row)
+ *             per row gathered or moved.
  *  - dynamic: MicroSpec. A stream S of token ids; the window
  *             I = Unique(Suffix(S, W_max)), the distinct ids among the last
  *             W_max entries. Kept incrementally: a ring of the last W_max
@@ -41,6 +47,10 @@ extern "C" {
 #endif
 
 typedef enum { MS_VOCAB_FULL = 0, MS_VOCAB_STATIC, MS_VOCAB_DYNAMIC } ms_vocab_mode;
+/* The mode of a per-step vocabulary (ms_vocab_new_step*). Not an enumerator:
+ * a draft is never configured with it (its selector modes are ms_dft_opts.vsel),
+ * so switches over the configured modes stay complete. */
+#define MS_VOCAB_STEP ((ms_vocab_mode)3)
 
 typedef struct ms_vocab ms_vocab;
 
@@ -59,14 +69,35 @@ ms_status ms_vocab_new_dynamic(const float *W, int64_t V, int64_t d, int64_t w_m
 ms_status ms_vocab_new_full_q(const ms_qweight *W, ms_vocab **out);
 ms_status ms_vocab_new_static_q(const ms_qweight *W, const int32_t *ids, int64_t k, ms_vocab **out);
 ms_status ms_vocab_new_dynamic_q(const ms_qweight *W, int64_t w_max, ms_vocab **out);
+/* Per-step vocabulary of at most cap active rows (1 ≤ cap ≤ V), empty at
+ * creation. Allocates the O(V) maps and the [cap] rows once (W NULL: maps
+ * only). The stream functions (append, init_stream, …) are no-ops on it. */
+ms_status ms_vocab_new_step(const float *W, int64_t V, int64_t d, int64_t cap, ms_vocab **out);
+ms_status ms_vocab_new_step_q(const ms_qweight *W, int64_t cap, ms_vocab **out);
+/* Step: make the active set exactly the distinct ids of ids [n] (duplicates
+ * count once). Ids that leave are swap-removed (the last active slot refills
+ * theirs), ids that enter are appended and only their rows gathered from W;
+ * ids present before and after keep their slots unless a swap-remove moves
+ * them. MS_ERR_INVALID (nothing changed) for an id outside [0, V) or more
+ * than cap distinct ids. Other modes: MS_ERR_INVALID. Never allocates. */
+ms_status ms_vocab_set_active(ms_vocab *v, const int32_t *ids, int64_t n);
+/* Static: the head reads only the first m rows of the list (rows are packed in
+ * rank order, so no copy): ms_vocab_rows / ms_vocab_rows_q report
+ * min(m, K) rows and ms_vocab_logits_* compute those columns; ms_vocab_size,
+ * contains and slot_of still describe the whole list. m ≤ 0 or ≥ K: the
+ * whole list (the default). Other modes: no-op. */
+void ms_vocab_set_head_limit(ms_vocab *v, int64_t m);
+/* Position-aware budget (issue 16): K(depth) = max(k_min, ⌊k·r^depth⌋),
+ * capped at k and floored at 1; r ≥ 1 (or depth 0) gives k. */
+int64_t ms_vocab_budget(int64_t k, double r, int64_t k_min, int64_t depth);
 /* Frees and sets *v = NULL. NULL and *v == NULL are no-ops. */
 void ms_vocab_free(ms_vocab **v);
 
 ms_vocab_mode ms_vocab_mode_of(const ms_vocab *v);
-const char *ms_vocab_mode_name(ms_vocab_mode mode); /* "full" / "static" / "dynamic" */
+const char *ms_vocab_mode_name(ms_vocab_mode mode); /* "full" / "static" / "dynamic" / "step" */
 int64_t ms_vocab_vocab_size(const ms_vocab *v);     /* V */
 int64_t ms_vocab_dim(const ms_vocab *v);            /* d */
-int64_t ms_vocab_w_max(const ms_vocab *v);          /* dynamic: W_max; static: K; full: V */
+int64_t ms_vocab_w_max(const ms_vocab *v);          /* dynamic: W_max; static: K; full: V; step: cap */
 
 /* Dynamic: empty the stream (and the window) in O(W_max + |I|); the work
  * counters are kept, the entering list is emptied. Full/static: no-op. */
@@ -137,7 +168,7 @@ void ms_vocab_rows(const ms_vocab *v, const float **rows, int64_t *n, const int3
  * vocabulary has no rows (created with W == NULL). Valid until the next
  * append/reset/free. */
 bool ms_vocab_rows_q(const ms_vocab *v, ms_qweight *rows, const int32_t **id_of);
-int64_t ms_vocab_size(const ms_vocab *v);            /* |I| (dynamic), K (static), V (full) */
+int64_t ms_vocab_size(const ms_vocab *v);            /* |I| (dynamic, step), K (static), V (full) */
 bool ms_vocab_contains(const ms_vocab *v, int32_t id); /* O(1); false for ids out of range */
 int64_t ms_vocab_slot_of(const ms_vocab *v, int32_t id); /* O(1); −1 if absent */
 int32_t ms_vocab_id_at(const ms_vocab *v, int64_t slot); /* 0 ≤ slot < size, else −1 */

@@ -95,6 +95,16 @@ ms_status spec_convert_stories(const char *root, char *dir, size_t cap) {
     return MS_OK;
 }
 
+ms_status spec_specvocab_build(const char *model, const char *out, int64_t rank) {
+    char r[24];
+    snprintf(r, sizeof r, "%lld", (long long)rank);
+    const char *argv[] = {"/usr/bin/env", "python3", MS_SOURCE_DIR "/tools/specvocab_build.py", "--model", model,
+                          "--out", out, "--rank", r, NULL};
+    int rc = spec_spawn(argv);
+    if (rc != 0) MS_FAIL(MS_ERR_IO, "specvocab_build.py --model %s --out %s: exit %d", model, out, rc);
+    return MS_OK;
+}
+
 ms_status spec_bench_prompts(int64_t n, char ***out, int64_t *n_out) {
     const char *path = MS_SHARED_DIR "/data/spec_bench/question.jsonl";
     *out = NULL;

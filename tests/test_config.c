@@ -216,6 +216,8 @@ static const bad_case g_bad[] = {
     {"eagle without a model", M "draft = { kind = \"eagle\"; };\n", MS_ERR_NOT_FOUND, 2, "draft.model: required"},
     {"static without a list", M "vocab = {\n  w_max = 10;\n  mode = \"static\";\n};\n", MS_ERR_NOT_FOUND, 4,
      "vocab.list: required when vocab.mode is \"static\""},
+    {"specvocab without an artefact", M "vocab = {\n  mode = \"specvocab+window\";\n};\n", MS_ERR_NOT_FOUND, 3,
+     "vocab.artifact: required when vocab.mode is \"specvocab+window\""},
     {"curve without keys", M "link = {\n  curve = {\n    enabled = true;\n  };\n};\n", MS_ERR_NOT_FOUND, 4,
      "link.curve.server_public: required when link.curve.enabled is true"},
     {"curve missing one key",
@@ -388,7 +390,8 @@ static const char *const g_full =
     "draft = { enabled = false; kind = \"eagle\"; model = \"rel/eagle\"; layers = 2; max_ctx = 1000; threads = 2;\n"
     "          device = \"cuda:3\"; p_min = 0.35; adaptive = true; };\n"
     "vocab = { mode = \"static\"; w_max = 99; k_pre = 0; k_ver = 5; list = \"lists/k.txt\"; stream = \"context\";\n"
-    "          lm_head = \"indexed\"; };\n"
+    "          lm_head = \"indexed\"; artifact = \"sv/a.gguf\"; specvocab_k = 77; budget_decay = 0.5; budget_min = 9;\n"
+    "          dynaspec_clusters = 5; dynaspec_decay = 0.25; dynaspec_min = 2; };\n"
     "tree = { top_k = 4; depth = 3; total = 12; chain = true; };\n"
     "pipeline = \"overlap\";\n"
     "link = { endpoint = \"ipc:///tmp/x.sock\"; deadline_ms = 7; heartbeat_ms = 11; reconnect_ms = 13;\n"

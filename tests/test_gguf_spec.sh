@@ -2,7 +2,10 @@
 # Speculative == autoregressive, greedy, token for token, on the real GGUF
 # models in every draft vocabulary mode (full, static FR-Spec list, dynamic
 # MicroSpec window), tree and chain, and under the draft policies (the
-# confidence stop --draft-p-min, adaptive depth --draft-adaptive).
+# confidence stop --draft-p-min, adaptive depth --draft-adaptive), and issue
+# 16's per-step modes: specvocab, specvocab+window (the artefact built here by
+# tools/specvocab_build.py for the model whose head drafts) and the static list
+# under the position-aware budget.
 #
 #   test_gguf_spec.sh BUILD_DIR gemma|qwen [N_PROMPTS] [N_TOKENS]
 #
@@ -16,8 +19,8 @@ set -euo pipefail
 build=$1 which=$2 n=${3:-2} tokens=${4:-24}
 src=$(cd "$(dirname "$0")/.." && pwd)
 case $which in
-  gemma) target=gemma3-270m; draft_args=(--draft-kind layerskip --draft-layers 12) ;;
-  qwen) target=qwen2.5-coder-1.5b; draft_args=(--draft-kind lm --draft @qwen2.5-coder-0.5b) ;;
+  gemma) target=gemma3-270m; draft_args=(--draft-kind layerskip --draft-layers 12); head_model=$target ;;
+  qwen) target=qwen2.5-coder-1.5b; draft_args=(--draft-kind lm --draft @qwen2.5-coder-0.5b); head_model=qwen2.5-coder-0.5b ;;
   *) echo "usage: test_gguf_spec.sh BUILD_DIR gemma|qwen [N_PROMPTS] [N_TOKENS]" >&2; exit 2 ;;
 esac
 models=("$target")
@@ -43,6 +46,8 @@ if [ ! -f "${corpus[0]}" ]; then
   corpus=("$tmp/corpus.txt")
 fi
 "$build/tools/microspec-freqlist" --tokenizer "$file" --k 32768 --out "$tmp/static.list" "${corpus[@]}" 2>/dev/null
+python3 "$src/tools/specvocab_build.py" --model "$(bash "$src/tools/install-models.sh" --path "$head_model")" \
+  --out "$tmp/specvocab.gguf" 2>"$tmp/specvocab.err" || { tail -5 "$tmp/specvocab.err" >&2; exit 1; }
 
 gen() { # NAME ARGS... → $tmp/NAME.jsonl
   local name=$1
@@ -59,6 +64,9 @@ configs=(
   "full-tree|--vocab full --tree-k 3 --tree-depth 2 --tree-total 8"
   "dynamic-chain-pmin|--vocab dynamic --w-max 3072 --chain --tree-depth 4 --draft-p-min 0.5"
   "dynamic-chain-adaptive|--vocab dynamic --w-max 3072 --chain --tree-depth 6 --draft-adaptive --draft-p-min 0.3"
+  "specvocab-tree|--vocab specvocab --vocab-artifact $tmp/specvocab.gguf --tree-k 4 --tree-depth 3 --tree-total 16"
+  "specvocab-window-chain|--vocab specvocab+window --vocab-artifact $tmp/specvocab.gguf --specvocab-k 512 --vocab-budget-decay 0.7 --vocab-budget-min 128 --chain --tree-depth 4"
+  "static-decay-tree|--vocab static --vocab-list $tmp/static.list --vocab-budget-decay 0.5 --vocab-budget-min 1024 --tree-k 4 --tree-depth 3 --tree-total 16"
 )
 for c in "${configs[@]}"; do
   name=${c%%|*}

@@ -23,6 +23,13 @@
  * of the target at that point (a float near-tie between tree-batched and
  * one-by-one logits would show as a tiny gap) — and still fails.
  *
+ * Issue 16's modes run after the plain ones in the stories260K and llama
+ * groups (their first drafts, the 10/5/60 tree and the chain): SpecVocab
+ * alone and ∪ the window (the artefact built at test time by
+ * tools/specvocab_build.py for the draft's head model: rank 16 F32 for
+ * stories, rank 32 Q8_0 for llama), and the static list under a
+ * position-aware budget (R = 0.5, K_min = 8).
+ *
  * Under ASan (or SPEC_SMALL=1) fewer prompts per configuration and fewer new
  * tokens are run; every kind, mode and shape still runs.
  */
@@ -57,7 +64,24 @@ typedef struct {
     int64_t w_max;      /* dynamic window */
     char list_path[512];
     int64_t list_k;
+    int64_t sv_rank;    /* > 0: also run the issue-16 modes (EXTRA) with artefacts of this rank */
+    int64_t n_extra_ds; /* over the first n drafts */
 } group;
+
+/* Issue 16's modes (see the top comment). */
+typedef struct {
+    const char *name;
+    ms_vocab_mode vm;
+    ms_dft_vsel vsel;
+    int64_t k;
+    double decay;
+    int64_t k_min;
+} extra_mode;
+static const extra_mode EXTRA[] = {
+    {"specvocab", MS_VOCAB_FULL, MS_DFT_VSEL_SPECVOCAB, 12, 1.0, 0},
+    {"specvocab+window", MS_VOCAB_DYNAMIC, MS_DFT_VSEL_SPECVOCAB, 6, 0.7, 2},
+    {"static-decay", MS_VOCAB_STATIC, MS_DFT_VSEL_NONE, 0, 0.5, 8},
+};
 
 static const struct {
     const char *name;
@@ -173,7 +197,7 @@ static void explain_divergence(group *g, int64_t i, const ms_ids *got) {
 }
 
 /* One draft configuration over its share of the group's prompts. */
-static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t shape, int64_t c) {
+static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t shape, int64_t c, const extra_mode *x) {
     ms_dft_opts o = ms_dft_opts_default();
     o.kind = ds->kind;
     o.model_dir = ds->model_dir;
@@ -183,8 +207,26 @@ static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t
     o.vocab_list = g->list_path;
     o.w_max = g->w_max;
     o.tree = SHAPES[shape].tree;
+    char art[1100];
+    if (x) {
+        o.vocab = x->vm;
+        o.vsel = x->vsel;
+        o.specvocab_k = x->k > 0 ? x->k : o.specvocab_k;
+        o.budget_decay = x->decay;
+        o.budget_min = x->k_min;
+        /* the artefact of the model whose head the draft reads (eagle: the target's), built once */
+        snprintf(art, sizeof art, "%s.sv%lld.gguf", ds->kind == MS_DRAFT_EAGLE ? ds->target_dir : ds->model_dir,
+                 (long long)g->sv_rank);
+        if (x->vsel != MS_DFT_VSEL_NONE && !ms_file_exists(art)) {
+            ms_status bs = spec_specvocab_build(ds->kind == MS_DRAFT_EAGLE ? ds->target_dir : ds->model_dir, art,
+                                                g->sv_rank);
+            SPEC_CHECK(bs >= 0, "%s: building the SpecVocab artefact %s", g->label, art);
+        }
+        o.vocab_artifact = art;
+    }
     char name[256];
-    snprintf(name, sizeof name, "%s/%s/%s/%s", g->label, ds->name, ms_vocab_mode_name(vm), SHAPES[shape].name);
+    snprintf(name, sizeof name, "%s/%s/%s/%s", g->label, ds->name, x ? x->name : ms_vocab_mode_name(vm),
+             SHAPES[shape].name);
     ms_dft *d = NULL;
     ms_status s = ms_dft_new(&o, &d);
     SPEC_CHECK(s >= 0, "%s: ms_dft_new: %s", name, ms_status_str(s));
@@ -235,7 +277,11 @@ static void run_group(group *g, const draft_spec *ds, int64_t n_ds) {
     for (int64_t k = 0; k < n_ds; k++)
         for (int vm = MS_VOCAB_FULL; vm <= MS_VOCAB_DYNAMIC; vm++)
             for (int64_t sh = 0; sh < N_SHAPES; sh++)
-                if (g->shapes & (1u << sh)) run_config(g, &ds[k], (ms_vocab_mode)vm, sh, c++);
+                if (g->shapes & (1u << sh)) run_config(g, &ds[k], (ms_vocab_mode)vm, sh, c++, NULL);
+    for (int64_t k = 0; g->sv_rank > 0 && k < n_ds && k < g->n_extra_ds; k++)
+        for (size_t x = 0; x < sizeof EXTRA / sizeof EXTRA[0]; x++)
+            for (int64_t sh = 0; sh < N_SHAPES; sh += 2) /* the 10/5/60 tree and the chain */
+                run_config(g, &ds[k], EXTRA[x].vm, sh, c++, &EXTRA[x]);
     fprintf(stderr, "%s: %lld configurations, %s, %.1f s\n", g->label, (long long)c,
             spec_failures == before ? "all equal to AR" : "MISMATCHES", ms_now_s() - t0);
 }
@@ -281,6 +327,8 @@ static void stories_group(const char *tmp, bool small) {
             draft_spec ds[4];
             static const char *names[] = {"layerskip1", "layerskip2", "layerskip3", "layerskip4"};
             for (int k = 0; k < 4; k++) ds[k] = (draft_spec){names[k], MS_DRAFT_LAYERSKIP, dir, dir, k + 1};
+            g.sv_rank = 16;
+            g.n_extra_ds = 2;
             run_group(&g, ds, 4);
         }
         group_free(&g);
@@ -329,6 +377,10 @@ static void random_group(const char *tmp, const random_arch *ra, uint64_t seed, 
                 {"layerskip1", MS_DRAFT_LAYERSKIP, tdir, tdir, 1},
                 {"layerskip-all-but-1", MS_DRAFT_LAYERSKIP, tdir, tdir, ra->layers - 1},
             };
+            if (!strcmp(ra->label, "llama")) {
+                g.sv_rank = 32; /* Q8_0 w_vocab; the lm draft's d is 32 */
+                g.n_extra_ds = 3; /* lm, lm-self, eagle */
+            }
             run_group(&g, ds, sizeof ds / sizeof ds[0]);
         }
     }

@@ -11,6 +11,11 @@
  * ms_k_sampling_probs — by a chi-square test (cells with expected count < 5
  * merged; fail below p = 1e-6; fixed seeds, so deterministic).
  *
+ * Issue 16's modes join part 1: SpecVocab (k = 3 of the 16 ids per row, so
+ * most steps draft from a strict subset; artefacts of rank 4 / 8 built at test
+ * time) alone and ∪ a W = 5 window, and a K = 6 static list under a budget
+ * decaying to 2 ids: the draft's q is the softmax over the step's set.
+ *
  * Part 2, the verifier at depth: a fixed root, the draft's real tree for it
  * and the target's tree-masked logits; the first two tokens after the root
  * are taken from the verdict (path tokens, then the bonus, then — when the
@@ -39,6 +44,7 @@ typedef struct {
     ms_model *model;
     ms_tgt *tgt;
     char tdir[512], ldir[512], edir[512], list[512];
+    char art_l[600], art_t[600]; /* SpecVocab artefacts of the lm draft and of the target */
 } fixture;
 
 /* Exact joint of the first two tokens after `prefix` (the first from the
@@ -71,17 +77,24 @@ typedef struct {
     ms_vocab_mode vocab;
     int shape;       /* 0 10/5/60, 1 4/3/16, 2 chain depth 4 */
     float top_p;
+    ms_dft_vsel vsel;    /* issue 16: a per-step selector (its artefact: art_l / art_t) */
+    double budget_decay; /* issue 16: position-aware budget (0: off) */
 } e2e_config;
 
 static void end_to_end(fixture *f, int64_t N) {
     static const e2e_config C[] = {
-        {"lm/full/tree10/5/60", MS_DRAFT_LM, 0, MS_VOCAB_FULL, 0, 1.0f},
-        {"lm/static(K=6)/tree10/5/60", MS_DRAFT_LM, 0, MS_VOCAB_STATIC, 0, 1.0f},
-        {"lm/dynamic(W=5)/tree10/5/60", MS_DRAFT_LM, 0, MS_VOCAB_DYNAMIC, 0, 1.0f},
-        {"lm-self/dynamic(W=5)/chain4", MS_DRAFT_LM, 1, MS_VOCAB_DYNAMIC, 2, 1.0f},
-        {"layerskip1/static(K=6)/chain4", MS_DRAFT_LAYERSKIP, 1, MS_VOCAB_STATIC, 2, 1.0f},
-        {"eagle/full/tree4/3/16", MS_DRAFT_EAGLE, 2, MS_VOCAB_FULL, 1, 1.0f},
-        {"lm-self/full/tree10/5/60 top_p 0.9", MS_DRAFT_LM, 1, MS_VOCAB_FULL, 0, 0.9f},
+        {"lm/full/tree10/5/60", MS_DRAFT_LM, 0, MS_VOCAB_FULL, 0, 1.0f, MS_DFT_VSEL_NONE, 0},
+        {"lm/static(K=6)/tree10/5/60", MS_DRAFT_LM, 0, MS_VOCAB_STATIC, 0, 1.0f, MS_DFT_VSEL_NONE, 0},
+        {"lm/dynamic(W=5)/tree10/5/60", MS_DRAFT_LM, 0, MS_VOCAB_DYNAMIC, 0, 1.0f, MS_DFT_VSEL_NONE, 0},
+        {"lm-self/dynamic(W=5)/chain4", MS_DRAFT_LM, 1, MS_VOCAB_DYNAMIC, 2, 1.0f, MS_DFT_VSEL_NONE, 0},
+        {"layerskip1/static(K=6)/chain4", MS_DRAFT_LAYERSKIP, 1, MS_VOCAB_STATIC, 2, 1.0f, MS_DFT_VSEL_NONE, 0},
+        {"eagle/full/tree4/3/16", MS_DRAFT_EAGLE, 2, MS_VOCAB_FULL, 1, 1.0f, MS_DFT_VSEL_NONE, 0},
+        {"lm-self/full/tree10/5/60 top_p 0.9", MS_DRAFT_LM, 1, MS_VOCAB_FULL, 0, 0.9f, MS_DFT_VSEL_NONE, 0},
+        {"lm/specvocab(k=3)/tree10/5/60", MS_DRAFT_LM, 0, MS_VOCAB_FULL, 0, 1.0f, MS_DFT_VSEL_SPECVOCAB, 0},
+        {"lm-self/specvocab(k=3)+window(W=5)/chain4", MS_DRAFT_LM, 1, MS_VOCAB_DYNAMIC, 2, 1.0f, MS_DFT_VSEL_SPECVOCAB, 0},
+        {"eagle/specvocab(k=3)/tree4/3/16", MS_DRAFT_EAGLE, 2, MS_VOCAB_FULL, 1, 1.0f, MS_DFT_VSEL_SPECVOCAB, 0},
+        {"layerskip1/static(K=6,R=0.5,min 2)/tree4/3/16", MS_DRAFT_LAYERSKIP, 1, MS_VOCAB_STATIC, 1, 1.0f,
+         MS_DFT_VSEL_NONE, 0.5},
     };
     double joint[V_T * V_T];
     int64_t counts[V_T * V_T];
@@ -99,6 +112,13 @@ static void end_to_end(fixture *f, int64_t N) {
         o.vocab = cf->vocab;
         o.vocab_list = f->list;
         o.w_max = 5;
+        o.vsel = cf->vsel;
+        o.vocab_artifact = cf->which_model == 0 ? f->art_l : f->art_t; /* eagle reads the target's head */
+        o.specvocab_k = 3;
+        if (cf->budget_decay > 0) {
+            o.budget_decay = cf->budget_decay;
+            o.budget_min = 2;
+        }
         if (cf->shape == 1) o.tree = (ms_tree_params){.top_k = 4, .depth = 3, .total = 16};
         if (cf->shape == 2) o.tree = (ms_tree_params){.top_k = 1, .depth = 4, .total = 2, .chain = true};
         ms_dft *d = NULL;
@@ -350,6 +370,10 @@ int main(void) {
     snprintf(f.list, sizeof f.list, "%s/static.list", tmp);
     static const int32_t LIST[] = {0, 3, 5, 8, 11, 14}; /* K = 6 < top_k: the draft pads with −inf candidates */
     if (s >= 0) s = ms_vocab_save_list(f.list, LIST, 6);
+    snprintf(f.art_l, sizeof f.art_l, "%s/lm.sv.gguf", tmp);
+    snprintf(f.art_t, sizeof f.art_t, "%s/target.sv.gguf", tmp);
+    if (s >= 0) s = spec_specvocab_build(f.ldir, f.art_l, 4);
+    if (s >= 0) s = spec_specvocab_build(f.tdir, f.art_t, 8);
     SPEC_CHECK(s >= 0, "setup");
     if (s >= 0) {
         fprintf(stderr, "part 1: first two tokens of ms_tgt_generate vs the exact joint (temperature 1)\n");

@@ -16,3 +16,7 @@ ms_add_test(test_vocab_q test_vocab_q.c LIBS ms_draft LABELS vocab TIMEOUT 300)
 ms_add_fuzz(fuzz_vocab_list fuzz/fuzz_vocab_list.c 20)
 target_sources(fuzz_vocab_list PRIVATE ${CMAKE_SOURCE_DIR}/draft-node/ms_vocab.c)
 target_include_directories(fuzz_vocab_list PRIVATE ${CMAKE_SOURCE_DIR}/draft-node)
+# Per-step vocabularies (issue 16): set_active against a naive set, packed
+# rows against the head's rows, gathers only for entering ids; the static head
+# limit and the position-aware budget schedule.
+ms_add_test(test_vocab_step test_vocab_step.c LIBS ms_draft LABELS vocab)

@@ -40,7 +40,8 @@ done
 
 # Python packages the tests use (pip, for the user running this): the official
 # OpenAI client (tests/integration/test_cluster_openai.sh); ggml's `gguf`
-# reader and numpy (the GGUF golden checks and the float64 reference forward);
+# reader and numpy (the GGUF golden checks, the float64 reference forward and
+# tools/specvocab_build.py, which writes the SpecVocab artefacts);
 # Hugging Face's tokenizers (Gemma's tokenizer.json as an independent reference).
 # A failed pip install is reported and the tests that need it skip; it does
 # not stop the build.

@@ -68,7 +68,16 @@ static void usage(FILE *f) {
             "                         eagle: an EAGLE-1/2 head); layerskip needs none (uses --model)\n"
             "      --draft-kind K     lm | eagle | layerskip (default lm, or layerskip without --draft)\n"
             "      --draft-layers N   layerskip: the target's first N layers (default 1)\n"
-            "      --vocab MODE       full | static | dynamic (default dynamic = MicroSpec)\n"
+            "      --vocab MODE       full | static | dynamic (default dynamic = MicroSpec) |\n"
+            "                         specvocab | specvocab+window | dynaspec | dynaspec+window\n"
+            "                         (per-step candidates from --vocab-artifact, +window: ∪ the window)\n"
+            "      --vocab-artifact F specvocab / dynaspec: the artefact built for the draft model\n"
+            "                         (tools/specvocab_build.py); refused for another model\n"
+            "      --specvocab-k N    specvocab: candidates per row at the first step (default 1024)\n"
+            "      --vocab-budget-decay R  position-aware budget: depth l uses max(K_MIN, floor(K*R^l))\n"
+            "                         (static: the first ids of the list; specvocab: per row); 1 = off\n"
+            "      --vocab-budget-min K_MIN  the budget's floor (default 0)\n"
+            "      --dynaspec-clusters K_C0, --dynaspec-decay R, --dynaspec-min K_MIN  dynaspec budgets\n"
             "      --vocab-list F     static: id list from microspec-freqlist\n"
             "      --w-max N          dynamic window W_max (default 3072)\n"
             "      --vocab-stream S   dynamic: the stream that feeds the window (ablation):\n"
@@ -358,7 +367,7 @@ int main(int argc, char **argv) {
 
     enum {
         O_STEPS = 1000, O_TOPP, O_SEED, O_MAXCTX, O_THREADS, O_ECHO, O_NOBOS, O_IGNEOS, O_DRAFT, O_DKIND,
-        O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_PMIN, O_ADAPT, O_CHAIN, O_JSONL, O_FIRST,
+        O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_VART, O_SVK, O_BDECAY, O_BMIN, O_DSC, O_DSD, O_DSM, O_PMIN, O_ADAPT, O_CHAIN, O_JSONL, O_FIRST,
         O_QUIET, O_STATSOUT, O_IDSOUT, O_Q8MM, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE
     };
     static const struct option opts[] = {
@@ -382,6 +391,10 @@ int main(int argc, char **argv) {
         {"q8-matmul", no_argument, 0, O_Q8MM}, {"help", no_argument, 0, 'h'},
         {"vocab-stream", required_argument, 0, O_VSTREAM}, {"lm-head", required_argument, 0, O_LMHEAD},
         {"turns", required_argument, 0, O_TURNS},
+        {"vocab-artifact", required_argument, 0, O_VART}, {"specvocab-k", required_argument, 0, O_SVK},
+        {"vocab-budget-decay", required_argument, 0, O_BDECAY}, {"vocab-budget-min", required_argument, 0, O_BMIN},
+        {"dynaspec-clusters", required_argument, 0, O_DSC}, {"dynaspec-decay", required_argument, 0, O_DSD},
+        {"dynaspec-min", required_argument, 0, O_DSM},
         {"device", required_argument, 0, O_DEVICE}, {"draft-device", required_argument, 0, O_DDEVICE},
         {"dtype", required_argument, 0, O_DTYPE},
         {0, 0, 0, 0}};
@@ -427,6 +440,13 @@ int main(int argc, char **argv) {
         case O_ADAPT: dopt.adaptive = true; break;
         case O_VSTREAM: vocab_stream = optarg; break;
         case O_LMHEAD: lm_head = optarg; break;
+        case O_VART: dopt.vocab_artifact = optarg; break;
+        case O_SVK: ok = parse_i64(optarg, "--specvocab-k", 1, 1 << 24, &dopt.specvocab_k); break;
+        case O_BDECAY: ok = parse_f(optarg, "--vocab-budget-decay", 1e-6, 1.0, &dopt.budget_decay); break;
+        case O_BMIN: ok = parse_i64(optarg, "--vocab-budget-min", 0, 1 << 24, &dopt.budget_min); break;
+        case O_DSC: ok = parse_i64(optarg, "--dynaspec-clusters", 0, 1 << 24, &dopt.dynaspec_clusters); break;
+        case O_DSD: ok = parse_f(optarg, "--dynaspec-decay", 1e-6, 1.0, &dopt.dynaspec_decay); break;
+        case O_DSM: ok = parse_i64(optarg, "--dynaspec-min", 0, 1 << 24, &dopt.dynaspec_min); break;
         case O_DEVICE: device = optarg; break;
         case O_DDEVICE: draft_device = optarg; break;
         case O_DTYPE:
@@ -474,8 +494,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "microspec-generate: --draft-kind must be lm, eagle or layerskip, got '%s'\n", draft_kind);
             return 2;
         }
-        if (!ms_vocab_mode_parse(vocab_mode, &dopt.vocab)) {
-            fprintf(stderr, "microspec-generate: --vocab must be full, static or dynamic, got '%s'\n", vocab_mode);
+        if (!ms_dft_vocab_parse(vocab_mode, &dopt.vocab, &dopt.vsel)) {
+            fprintf(stderr, "microspec-generate: --vocab must be full, static, dynamic, specvocab, specvocab+window, "
+                            "dynaspec or dynaspec+window, got '%s'\n", vocab_mode);
             return 2;
         }
         if (vocab_stream && !ms_vocab_stream_parse(vocab_stream, &dopt.stream)) {
