@@ -24,7 +24,6 @@ model's sha256, head tensor name, M, seed, iterations (dynaspec_train.py
 refuses the file for another model). Progress goes to stderr, one line an
 iteration.
 """
-import argparse
 import os
 import sys
 
@@ -93,10 +92,7 @@ def spherical_kmeans(x, m, seed, iters, chunk=16384, progress=None):
 
 
 def main():
-    ap = argparse.ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 2)[2])
-    ap.add_argument("--model", required=True, help="the draft model's GGUF file")
+    ap = dc.argparser(TOOL, __doc__)
     ap.add_argument("--out", required=True, help="output .npz")
     ap.add_argument("--clusters", type=int, default=256, help="M (default 256)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the initial centroids (default 1)")

@@ -4,6 +4,7 @@ recorded-states file written by microspec-record.
 
 numpy + ggml's `gguf` package only (tools/install-deps.sh installs both).
 """
+import argparse
 import hashlib
 import os
 import sys
@@ -24,6 +25,15 @@ def log(tool, msg):
 def die(tool, msg, code=1):
     log(tool, "error: " + msg)
     sys.exit(code)
+
+
+def argparser(tool, doc):
+    """A parser whose --help shows the tool's docstring: its first paragraph
+    above the options, the rest below; --model (the draft GGUF) is added."""
+    ap = argparse.ArgumentParser(prog=tool, description=doc.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc.split("\n\n", 2)[2])
+    ap.add_argument("--model", required=True, help="the draft model's GGUF file")
+    return ap
 
 
 def sha256_file(path, chunk=1 << 22):

@@ -36,7 +36,6 @@ dynaspec.w1 f32 [H, 2d], dynaspec.b1 [H], dynaspec.w2 [M, H], dynaspec.b2 [M].
   "MSDSFWD1", u32 n, u32 d, u32 M, u32 0, then i32 tok [n], f32 prev [n, d],
   f32 z [n, 2d], f32 scores [n, M] (little-endian).
 """
-import argparse
 import os
 import sys
 
@@ -125,10 +124,7 @@ def union_stats(scores_groups, top1_groups, cluster_of, sizes, kc):
 
 
 def main():
-    ap = argparse.ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n", 2)[2])
-    ap.add_argument("--model", required=True, help="the draft model's GGUF file")
+    ap = dc.argparser(TOOL, __doc__)
     ap.add_argument("--clusters", required=True, help=".npz from dynaspec_cluster.py")
     ap.add_argument("--records", required=True, help="file from microspec-record")
     ap.add_argument("--out", required=True, help="artefact GGUF to write")
