@@ -23,7 +23,9 @@ artefact takes raw z. A held-out split (whole blocks of 512 records) reports
                of the picked clusters, and the mean size of that union,
 for k_c = 4, 8, 16, 32 and for levels of 1 row, 10 rows (10 consecutive
 held-out positions: more diverse than a real tree level) and 8 sibling rows
-(the parent's top-8 tokens after the same h_{t-1}: a level of a tree).
+(the parent's top-8 tokens after the same h_{t-1}: a level of a tree); and,
+as a baseline without a router, the same for the k_c clusters most often
+positive in the training split.
 
 The artefact (GGUF, written with the `gguf` package): KV microspec.artifact
 = "dynaspec", microspec.model_sha256, microspec.vocab_size,
@@ -210,11 +212,15 @@ def main():
     tgt[np.arange(len(sib))[present], at[present]] = top[sib, 0][present]
     print("held-out: %d positions; %d levels of %d siblings (true token among them: %.1f%%)" %
           (len(te), len(sib), S, 100.0 * present.mean()))
-    print("%6s %10s %10s %11s %11s %11s %11s" % ("k_c", "recall@1r", "union@1r", "recall@10r", "union@10r",
-                                                 "recall@sib", "union@sib"))
+    # no router: the k_c clusters most often positive in the training split, at every step
+    static = np.argsort(-y[tr].sum(0), kind="stable")
+    print("%6s %10s %10s %11s %11s %11s %11s %13s %13s" % ("k_c", "recall@1r", "union@1r", "recall@10r", "union@10r",
+                                                          "recall@sib", "union@sib", "static:recall", "static:union"))
     for kc, r1, u1, r10, u10 in results:
         rs, us = union_stats(ss, tgt, cluster_of, sizes, kc)
-        print("%6d %10.4f %10.1f %11.4f %11.1f %11.4f %11.1f" % (kc, r1, u1, r10, u10, rs, us))
+        rst = float(np.isin(cluster_of[top1], static[:kc]).mean())
+        print("%6d %10.4f %10.1f %11.4f %11.1f %11.4f %11.1f %13.4f %13d" % (kc, r1, u1, r10, u10, rs, us, rst,
+                                                                             sizes[static[:kc]].sum()))
     sys.stdout.flush()
 
     if args.dump_forward:
