@@ -1,0 +1,277 @@
+/* microspec-record — record a draft model's states teacher-forced over corpus
+ * text, the training data of the DynaSpec router (issue 16,
+ * tools/dynaspec_train.py; draft-node/ms_dynaspec.h).
+ *
+ * Each corpus file is tokenised with the model's own tokenizer (a prefix of
+ * the file: about 16 bytes per wanted position, cut at a line break) and cut
+ * into windows of W tokens (BOS first where the model adds one); each window
+ * is one forward from an empty cache. For window position t the record holds
+ *     tok  = x_t                                the router's token input
+ *     top  = the full head's L best ids at t    (descending logit; the target
+ *                                                 is the clusters holding them)
+ *     prev = h_{t-1}, the final-norm hidden state of position t-1
+ *            (zeros at t = 0 of a window)       the router's state input
+ * so the router sees [e(x_t), h_{t-1}] and learns the clusters of
+ * top-L(head(h_t)), as when drafting from x_t.
+ *
+ * File format (little-endian), read by tools/dynaspec_common.py:
+ *   header, 128 bytes:
+ *     [0, 8)    magic "MSDSREC1"
+ *     [8, 24)   u32 version (1), u32 d, u32 L, u32 0
+ *     [24, 40)  u64 n (records), u64 V (the model's vocabulary)
+ *     [40, 104) the model file's sha256, 64 lowercase hex chars
+ *     [104,128) zeros
+ *   then n records of 4 + 4·L + 4·d bytes: i32 tok, i32 top[L], f32 prev[d].
+ * Written to FILE.tmp and renamed when complete.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ms_dynaspec.h"
+#include "ms_gguf.h"
+#include "ms_model.h"
+#include "ms_pool.h"
+#include "ms_tokenizer.h"
+
+#define TOOL "microspec-record"
+
+enum { REC_HEADER = 128 };
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: " TOOL " --model DRAFT.gguf --out FILE [options] CORPUS_FILE...\n"
+            "\n"
+            "Runs the draft model teacher-forced over the corpus files (windows of W\n"
+            "tokens) and writes, for each position t, the token x_t, the previous\n"
+            "position's final-norm hidden state h_{t-1} (zeros at a window's start) and\n"
+            "the full LM head's top-L ids at t: the DynaSpec router's inputs and targets\n"
+            "(tools/dynaspec_train.py). The format is described at the top of\n"
+            "tools/microspec_record.c. Use ../shared/corpus only: never the evaluation\n"
+            "prompts (Spec-Bench, HumanEval). Progress goes to stderr.\n"
+            "\n"
+            "  -m, --model FILE         the draft model (GGUF)\n"
+            "  -o, --out FILE           output records\n"
+            "  -n, --max-positions N    at most N records, shared evenly by the files (default 40000)\n"
+            "  -w, --window W           tokens a window (default 512)\n"
+            "  -L, --top L              ids of the head's top-L kept a position (default 8)\n"
+            "      --threads T          CPU threads (default: all cores)\n"
+            "      --exact              f32 activations (default: 8-bit activations, as the draft runs)\n"
+            "  -h, --help               this text\n");
+}
+
+typedef struct {
+    ms_model *m;
+    const ms_tok *tok;
+    FILE *f;
+    const char *out;
+    int64_t W, L, d, V;
+    float *logits; /* [W, V] */
+    int32_t *top;  /* [L] */
+    float *val;    /* [L] */
+    float *zero;   /* [d] */
+    int64_t n;     /* records written */
+} recorder;
+
+static ms_status write_rec(recorder *r, int32_t tok, const float *prev) {
+    if (fwrite(&tok, sizeof tok, 1, r->f) != 1 || fwrite(r->top, sizeof *r->top, (size_t)r->L, r->f) != (size_t)r->L ||
+        fwrite(prev, sizeof *prev, (size_t)r->d, r->f) != (size_t)r->d)
+        MS_FAIL(MS_ERR_IO, "%s: write failed: %s", r->out, strerror(errno));
+    r->n++;
+    return MS_OK;
+}
+
+/* One window: forward ids[0, n) from an empty cache, record every position. */
+static ms_status record_window(recorder *r, const int32_t *ids, int64_t n) {
+    ms_model_reset(r->m);
+    MS_TRY(ms_model_forward(r->m, ids, n, NULL, NULL, MS_LOGITS_ALL, r->logits));
+    const float *hid = ms_model_hidden(r->m); /* [n, d] */
+    for (int64_t t = 0; t < n; t++) {
+        ms_k_topk(r->logits + t * r->V, r->V, r->L, r->top, r->val);
+        MS_TRY(write_rec(r, ids[t], t ? hid + (t - 1) * r->d : r->zero));
+    }
+    return MS_OK;
+}
+
+/* Up to `quota` records from a prefix of `path`. */
+static ms_status record_file(recorder *r, const char *path, int64_t quota) {
+    FILE *f = fopen(path, "rb");
+    if (!f) MS_FAIL(MS_ERR_IO, "%s: %s", path, strerror(errno));
+    size_t want = (size_t)quota * 16 + 4096;
+    char *buf = ms_malloc(want + 1);
+    if (!buf) {
+        fclose(f);
+        return MS_ERR_NOMEM;
+    }
+    size_t len = fread(buf, 1, want, f);
+    bool short_read = len < want;
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        MS_FAIL(MS_ERR_IO, "%s: read error", path);
+    }
+    if (!short_read) /* cut at the last line break, so no word is split */
+        while (len > 0 && buf[len - 1] != '\n') len--;
+    ms_ids ids = {0};
+    ms_status st = ms_tok_encode(r->tok, buf, len, false, &ids);
+    free(buf);
+    int32_t *win = st == MS_OK ? ms_malloc((size_t)r->W * sizeof(int32_t)) : NULL;
+    if (st == MS_OK && !win) st = MS_ERR_NOMEM;
+    int32_t bos = ms_tok_add_bos(r->tok) ? ms_tok_bos(r->tok) : -1;
+    int64_t at = 0, got = 0, n0 = r->n;
+    double t0 = ms_now_s();
+    while (st == MS_OK && got < quota && at < ids.n) {
+        int64_t k = 0;
+        if (bos >= 0) win[k++] = bos;
+        while (k < r->W && at < ids.n && got + k < quota) win[k++] = ids.v[at++];
+        if (k < 2) break;
+        for (int64_t i = 0; i < k; i++)
+            if (win[i] < 0 || win[i] >= r->V) {
+                ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s: token id %d outside the model's [0, %lld)", path,
+                           win[i], (long long)r->V);
+                st = MS_ERR_RANGE;
+            }
+        if (st == MS_OK) st = record_window(r, win, k);
+        got += k;
+        fprintf(stderr, TOOL ": %s: %lld / %lld positions (%.1f s)\n", path, (long long)(r->n - n0),
+                (long long)quota, ms_now_s() - t0);
+    }
+    if (st == MS_OK && got < quota)
+        fprintf(stderr, TOOL ": %s: the file gave only %lld of %lld positions\n", path, (long long)got,
+                (long long)quota);
+    free(win);
+    ms_ids_free(&ids);
+    return st;
+}
+
+static ms_status write_header(recorder *r, const char *sha) {
+    uint8_t h[REC_HEADER] = {0};
+    uint32_t u32[4] = {1, (uint32_t)r->d, (uint32_t)r->L, 0};
+    uint64_t u64[2] = {(uint64_t)r->n, (uint64_t)r->V};
+    memcpy(h, "MSDSREC1", 8);
+    memcpy(h + 8, u32, sizeof u32); /* the machines we run on are little-endian (as GGUF assumes) */
+    memcpy(h + 24, u64, sizeof u64);
+    memcpy(h + 40, sha, 64);
+    if (fseek(r->f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, r->f) != sizeof h)
+        MS_FAIL(MS_ERR_IO, "%s: write failed: %s", r->out, strerror(errno));
+    return MS_OK;
+}
+
+int main(int argc, char **argv) {
+    ms_k_cpu_fix_blas_core(argv);
+    ms_log_set_role("record");
+    const char *model_path = NULL, *out = NULL;
+    int64_t max_pos = 40000, W = 512, L = 8, threads = 0;
+    int exact = 0;
+    enum { O_THREADS = 256, O_EXACT };
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'},   {"out", required_argument, NULL, 'o'},
+        {"max-positions", required_argument, NULL, 'n'}, {"window", required_argument, NULL, 'w'},
+        {"top", required_argument, NULL, 'L'},     {"threads", required_argument, NULL, O_THREADS},
+        {"exact", no_argument, NULL, O_EXACT},     {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "m:o:n:w:L:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model_path = optarg; break;
+        case 'o': out = optarg; break;
+        case 'n':
+            if (!ms_cli_i64(TOOL, "--max-positions", optarg, 1, INT64_C(1) << 40, &max_pos)) return 2;
+            break;
+        case 'w':
+            if (!ms_cli_i64(TOOL, "--window", optarg, 2, 4096, &W)) return 2;
+            break;
+        case 'L':
+            if (!ms_cli_i64(TOOL, "--top", optarg, 1, 256, &L)) return 2;
+            break;
+        case O_THREADS:
+            if (!ms_cli_i64(TOOL, "--threads", optarg, 1, 1024, &threads)) return 2;
+            break;
+        case O_EXACT: exact = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!model_path || !out || optind >= argc) {
+        fprintf(stderr, TOOL ": --model, --out and at least one corpus file are required\n");
+        usage(stderr);
+        return 2;
+    }
+    ms_k_cpu_set_threads(threads > 0 ? (int)threads : ms_pool_cores());
+
+    int rc = 1;
+    char sha[65];
+    char *tmp = NULL;
+    ms_tok *tok = NULL;
+    ms_model *m = NULL;
+    recorder r = {.out = out, .W = W, .L = L};
+    if (!ms_gguf_is_gguf(model_path)) {
+        fprintf(stderr, TOOL ": %s is not a GGUF model file\n", model_path);
+        goto done;
+    }
+    if (ms_dynaspec_sha256_file(model_path, sha) < 0) goto done;
+    if (ms_tok_load_path(model_path, &tok) < 0) goto done;
+    ms_model_opts mo = {.max_ctx = W, .max_batch = W, .q8_matmul = !exact};
+    if (ms_model_load(model_path, &mo, &m) < 0) goto done;
+    r.m = m;
+    r.tok = tok;
+    r.d = ms_model_config(m)->hidden_size;
+    r.V = ms_model_vocab(m);
+    if (L > r.V) {
+        fprintf(stderr, TOOL ": --top %lld exceeds the vocabulary %lld\n", (long long)L, (long long)r.V);
+        goto done;
+    }
+    size_t nlog;
+    if (!ms_mul_size((size_t)W, (size_t)r.V, &nlog) || !ms_mul_size(nlog, sizeof(float), &nlog)) goto done;
+    r.logits = ms_malloc(nlog);
+    r.top = ms_malloc((size_t)L * sizeof(int32_t));
+    r.val = ms_malloc((size_t)L * sizeof(float));
+    r.zero = ms_calloc((size_t)r.d, sizeof(float));
+    size_t tl = strlen(out) + 5;
+    tmp = ms_malloc(tl);
+    if (!r.logits || !r.top || !r.val || !r.zero || !tmp) goto done;
+    snprintf(tmp, tl, "%s.tmp", out);
+    r.f = fopen(tmp, "wb");
+    if (!r.f) {
+        fprintf(stderr, TOOL ": %s: %s\n", tmp, strerror(errno));
+        goto done;
+    }
+    fprintf(stderr, TOOL ": %s (sha256 %.16s…): V %lld, d %lld; %lld positions in windows of %lld, top-%lld\n",
+            model_path, sha, (long long)r.V, (long long)r.d, (long long)max_pos, (long long)W, (long long)L);
+    if (write_header(&r, sha) < 0) goto done;
+    int nfiles = argc - optind;
+    for (int i = 0; i < nfiles; i++) {
+        int64_t quota = (max_pos - r.n) / (nfiles - i); /* what earlier files did not give goes to later ones */
+        if (quota > 0 && record_file(&r, argv[optind + i], quota) < 0) goto done;
+    }
+    if (write_header(&r, sha) < 0) goto done;
+    if (fclose(r.f) != 0) {
+        r.f = NULL;
+        fprintf(stderr, TOOL ": %s: %s\n", tmp, strerror(errno));
+        goto done;
+    }
+    r.f = NULL;
+    if (rename(tmp, out) != 0) {
+        fprintf(stderr, TOOL ": rename %s → %s: %s\n", tmp, out, strerror(errno));
+        goto done;
+    }
+    fprintf(stderr, TOOL ": wrote %lld records to %s\n", (long long)r.n, out);
+    rc = 0;
+done:
+    if (r.f) {
+        fclose(r.f);
+        remove(tmp);
+    }
+    free(tmp);
+    free(r.logits);
+    free(r.top);
+    free(r.val);
+    free(r.zero);
+    ms_model_free(&m);
+    ms_tok_free(&tok);
+    return rc;
+}
