@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ms_dynaspec.h"
 #include "ms_eagle.h"
 #include "ms_model.h"
 #include "ms_specvocab.h"
@@ -348,12 +349,15 @@ static ms_status vsel_new(ms_dft *d) {
         MS_TRY(ms_specvocab_vsel(&so, &d->sel));
         break;
     }
-    case MS_DFT_VSEL_DYNASPEC:
-        /* LEAD: wire DynaSpec here, e.g.
-         *   MS_TRY(ms_dynaspec_vsel(o->vocab_artifact, head_model, d->V, d->d, o->dynaspec_clusters,
-         *                           o->dynaspec_decay, o->dynaspec_min, MS_TREE_MAX_K, &d->sel));
-         * and drop the refusal below. */
-        MS_FAIL(MS_ERR_UNSUPPORTED, "dynaspec selector not built yet");
+    case MS_DFT_VSEL_DYNASPEC: {
+        /* k_c0 0: the selector's default (ms_dynaspec_load); K_min defaults to 1 */
+        ms_dynaspec_budget b = {.k_c0 = o->dynaspec_clusters, .decay = o->dynaspec_decay > 0 ? o->dynaspec_decay : 1.0,
+                                .k_min = o->dynaspec_min > 0 ? o->dynaspec_min : 1};
+        ms_dynaspec *ds;
+        MS_TRY(ms_dynaspec_load(o->vocab_artifact, head_model, &b, MS_TREE_MAX_K, &ds));
+        ms_dynaspec_vsel(ds, &d->sel);
+        break;
+    }
     case MS_DFT_VSEL_NONE: MS_FAIL(MS_ERR_INVALID, "draft: no vocabulary selector");
     }
     const bool hybrid = o->vocab == MS_VOCAB_DYNAMIC, indexed = o->lm_head == MS_DFT_HEAD_INDEXED;

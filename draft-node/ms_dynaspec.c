@@ -3,9 +3,7 @@
 #include "ms_dynaspec.h"
 
 #include <cblas.h>
-#include <errno.h>
 #include <math.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,30 +32,6 @@ struct ms_dynaspec {
     int64_t max_ids;
 };
 
-ms_status ms_dynaspec_sha256_file(const char *path, char hex[65]) {
-    MS_ASSERT(sodium_init() >= 0);
-    FILE *f = fopen(path, "rb");
-    if (!f) MS_FAIL(MS_ERR_IO, "%s: %s", path, strerror(errno));
-    enum { CHUNK = 4 << 20 };
-    unsigned char *buf = ms_malloc(CHUNK);
-    if (!buf) {
-        fclose(f);
-        return MS_ERR_NOMEM;
-    }
-    crypto_hash_sha256_state st;
-    crypto_hash_sha256_init(&st);
-    size_t got;
-    while ((got = fread(buf, 1, CHUNK, f)) > 0) crypto_hash_sha256_update(&st, buf, got);
-    int err = ferror(f);
-    fclose(f);
-    free(buf);
-    if (err) MS_FAIL(MS_ERR_IO, "%s: read error while hashing", path);
-    unsigned char h[crypto_hash_sha256_BYTES];
-    crypto_hash_sha256_final(&st, h);
-    sodium_bin2hex(hex, 65, h, sizeof h);
-    return MS_OK;
-}
-
 /* A required f32 tensor of the artefact, copied out (the artefact is closed after load). */
 static ms_status take_f32(const ms_gguf *g, const char *name, int ndim, const int64_t *shape, float **out) {
     static const ms_dtype f32[] = {MS_DTYPE_F32};
@@ -79,34 +53,13 @@ static ms_status get_pos(const ms_gguf *g, const char *key, int64_t hi, int64_t 
     return MS_OK;
 }
 
-/* Everything from the artefact: keys, hash check, tensors; CSR of the clusters. */
-static ms_status load_artifact(ms_dynaspec *ds, const ms_gguf *a, const char *artifact, const char *model_path) {
-    const char *kind, *want_sha;
-    size_t sha_len;
-    ms_status s = ms_gguf_get_str(a, "microspec.artifact", &kind, NULL);
-    if (s == MS_ERR_NOT_FOUND) MS_FAIL(MS_ERR_INVALID, "%s: no microspec.artifact key: not a MicroSpec artefact", artifact);
-    MS_TRY(s);
-    if (strcmp(kind, "dynaspec") != 0)
-        MS_FAIL(MS_ERR_INVALID, "%s: a \"%s\" artefact, not \"dynaspec\"", artifact, kind);
-    s = ms_gguf_get_str(a, "microspec.model_sha256", &want_sha, &sha_len);
-    if (s == MS_ERR_NOT_FOUND) MS_FAIL(MS_ERR_INVALID, "%s: no microspec.model_sha256 key", artifact);
-    MS_TRY(s);
-    char have[65];
-    MS_TRY(ms_dynaspec_sha256_file(model_path, have));
-    if (sha_len != 64 || strcmp(want_sha, have) != 0)
-        MS_FAIL(MS_ERR_INVALID,
-                "%s: made for the model with sha256 %s, but %s has sha256 %s: refusing an artefact of another model "
-                "(rebuild it with tools/dynaspec_train.py for this model)",
-                artifact, want_sha, model_path, have);
-
-    int64_t V, d, M, H;
-    MS_TRY(get_pos(a, "microspec.vocab_size", INT32_MAX, &V));
-    MS_TRY(get_pos(a, "microspec.hidden_size", 1 << 20, &d));
+/* The artefact's own keys and tensors (ms_vsel_artifact_open checked kind,
+ * model hash and sizes); CSR of the clusters. */
+static ms_status load_artifact(ms_dynaspec *ds, const ms_gguf *a, const char *artifact) {
+    const int64_t V = ds->V, d = ds->d; /* the artefact's, checked by ms_vsel_artifact_open */
+    int64_t M, H;
     MS_TRY(get_pos(a, "dynaspec.n_clusters", V, &M));
     MS_TRY(get_pos(a, "dynaspec.router_hidden", 1 << 20, &H));
-    if (V != ds->V || d != ds->d)
-        MS_FAIL(MS_ERR_INVALID, "%s: vocab_size %lld, hidden_size %lld; the model %s has %lld, %lld", artifact,
-                (long long)V, (long long)d, model_path, (long long)ds->V, (long long)ds->d);
     ds->M = M;
     ds->H = H;
 
@@ -162,8 +115,8 @@ static ms_status bound_ids(ms_dynaspec *ds) {
 ms_status ms_dynaspec_load(const char *artifact, const char *model_path, const ms_dynaspec_budget *budget,
                            int64_t max_rows, ms_dynaspec **out) {
     *out = NULL;
-    if (budget->k_c0 < 1 || budget->k_min < 1 || !(budget->decay > 0.0 && budget->decay <= 1.0))
-        MS_FAIL(MS_ERR_INVALID, "dynaspec budget: clusters %lld, min %lld (both ≥ 1), decay %g (in (0, 1])",
+    if (budget->k_c0 < 0 || budget->k_min < 1 || !(budget->decay > 0.0 && budget->decay <= 1.0))
+        MS_FAIL(MS_ERR_INVALID, "dynaspec budget: clusters %lld (≥ 0), min %lld (≥ 1), decay %g (in (0, 1])",
                 (long long)budget->k_c0, (long long)budget->k_min, budget->decay);
     if (max_rows < 1) MS_FAIL(MS_ERR_INVALID, "dynaspec: max_rows %lld < 1", (long long)max_rows);
     ms_dynaspec *ds = ms_calloc(1, sizeof *ds);
@@ -183,9 +136,12 @@ ms_status ms_dynaspec_load(const char *artifact, const char *model_path, const m
         ds->V = emb->shape[0];
         ds->d = emb->shape[1];
         ds->embd = ms_qweight_view(emb->dtype, emb->data, ds->V, ds->d);
-        st = ms_gguf_open(artifact, &a);
+        st = ms_vsel_artifact_open(artifact, "dynaspec", model_path, ds->V, ds->d, &a);
     }
-    if (st == MS_OK) st = load_artifact(ds, a, artifact, model_path);
+    if (st == MS_OK) st = load_artifact(ds, a, artifact);
+    /* default budget: 1/64 of the clusters (M = 1,024 on Qwen's 151,936 ids:
+     * 16 clusters, about 2,400 ids, near MicroSpec's W_max) */
+    if (st == MS_OK && ds->budget.k_c0 == 0) ds->budget.k_c0 = ds->M / 64 > 1 ? ds->M / 64 : 1;
     ms_gguf_close(&a);
     if (st == MS_OK) {
         ds->z = ms_malloc((size_t)max_rows * 2 * (size_t)ds->d * sizeof(float));
@@ -204,7 +160,7 @@ ms_status ms_dynaspec_load(const char *artifact, const char *model_path, const m
     MS_LOG_INFO("dynaspec: %s: %lld clusters over %lld ids, router 2·%lld → %lld → %lld; budget k_c0 %lld, decay %g, "
                 "min %lld; at most %lld ids a pick",
                 artifact, (long long)ds->M, (long long)ds->V, (long long)ds->d, (long long)ds->H, (long long)ds->M,
-                (long long)budget->k_c0, budget->decay, (long long)budget->k_min, (long long)ds->max_ids);
+                (long long)ds->budget.k_c0, ds->budget.decay, (long long)ds->budget.k_min, (long long)ds->max_ids);
     *out = ds;
     return MS_OK;
 }

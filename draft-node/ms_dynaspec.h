@@ -28,30 +28,13 @@
 
 #include "ms_common.h"
 
-/* ms_vsel.h contract — the lead replaces this block by #include "ms_vsel.h" */
-#ifndef MS_VSEL_H
-/* Candidates for one draft step over n rows at draft depth `depth` (0: the root's step, which gives tree
- * level 1; depth l gives level l+1). hid [n, d]: the rows' final-norm hidden states (the LM head's input);
- * prev [n, d]: each row's parent's hidden state (the root: its predecessor's; zeros at position 0);
- * tok [n]: each row's own token. Writes up to cap distinct ids in [0, V) to ids, their count to *n_ids.
- * Never allocates. */
-typedef ms_status (*ms_vsel_pick_fn)(void *ctx, const float *hid, const float *prev, const int32_t *tok, int64_t n,
-                                     int64_t depth, int32_t *ids, int64_t cap, int64_t *n_ids);
-typedef struct {
-    const char *name;
-    void *ctx;
-    ms_vsel_pick_fn pick;
-    int64_t max_ids; /* ≥ any *n_ids */
-    void (*free)(void *ctx);
-} ms_vsel;
-#endif
-/* end of the ms_vsel.h contract block */
+#include "ms_vsel.h"
 
 typedef struct ms_dynaspec ms_dynaspec;
 
 /* Budget of the pick (the contract's --dynaspec-clusters / -decay / -min). */
 typedef struct {
-    int64_t k_c0;  /* clusters at depth 0 (≥ 1) */
+    int64_t k_c0;  /* clusters at depth 0 (≥ 1; 0: M / 64, at least 1) */
     double decay;  /* r in (0, 1]; 1 = the same k_c at every depth */
     int64_t k_min; /* floor of the decayed budget (≥ 1) */
 } ms_dynaspec_budget;
@@ -96,9 +79,6 @@ ms_status ms_dynaspec_pick(void *ctx, const float *hid, const float *prev, const
  * ms_vsel then owns ds (its free releases it). */
 void ms_dynaspec_vsel(ms_dynaspec *ds, ms_vsel *vs);
 
-/* Hex sha256 (64 chars + NUL) of a file, read in 4 MiB chunks (libsodium).
- * Errors name the path. TODO(lead): fold into common/ms_sha256_file with
- * the specvocab helper's twin. */
-ms_status ms_dynaspec_sha256_file(const char *path, char hex[65]);
+
 
 #endif

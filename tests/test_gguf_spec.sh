@@ -4,8 +4,10 @@
 # MicroSpec window), tree and chain, and under the draft policies (the
 # confidence stop --draft-p-min, adaptive depth --draft-adaptive), and issue
 # 16's per-step modes: specvocab, specvocab+window (the artefact built here by
-# tools/specvocab_build.py for the model whose head drafts) and the static list
-# under the position-aware budget.
+# tools/specvocab_build.py for the model whose head drafts), dynaspec and
+# dynaspec+window (a small artefact made here: tools/dynaspec_cluster.py,
+# microspec-record on ../shared/corpus, tools/dynaspec_train.py) and the static
+# list under the position-aware budget.
 #
 #   test_gguf_spec.sh BUILD_DIR gemma|qwen [N_PROMPTS] [N_TOKENS]
 #
@@ -48,6 +50,14 @@ fi
 "$build/tools/microspec-freqlist" --tokenizer "$file" --k 32768 --out "$tmp/static.list" "${corpus[@]}" 2>/dev/null
 python3 "$src/tools/specvocab_build.py" --model "$(bash "$src/tools/install-models.sh" --path "$head_model")" \
   --out "$tmp/specvocab.gguf" 2>"$tmp/specvocab.err" || { tail -5 "$tmp/specvocab.err" >&2; exit 1; }
+# DynaSpec: a small artefact for the head model (clusters, recorded states,
+# router): quality does not matter here, only that any pick stays lossless.
+head_file=$(bash "$src/tools/install-models.sh" --path "$head_model")
+{ python3 "$src/tools/dynaspec_cluster.py" --model "$head_file" --out "$tmp/clusters.npz" --clusters 256 --iters 4 &&
+  "$build/tools/microspec-record" --model "$head_file" --out "$tmp/states.rec" --max-positions 2048 --window 256 \
+    "${corpus[@]}" &&
+  python3 "$src/tools/dynaspec_train.py" --model "$head_file" --clusters "$tmp/clusters.npz" --records "$tmp/states.rec" \
+    --out "$tmp/dynaspec.gguf" --epochs 2; } 2>"$tmp/dynaspec.err" || { tail -5 "$tmp/dynaspec.err" >&2; exit 1; }
 
 gen() { # NAME ARGS... → $tmp/NAME.jsonl
   local name=$1
@@ -66,6 +76,8 @@ configs=(
   "dynamic-chain-adaptive|--vocab dynamic --w-max 3072 --chain --tree-depth 6 --draft-adaptive --draft-p-min 0.3"
   "specvocab-tree|--vocab specvocab --vocab-artifact $tmp/specvocab.gguf --tree-k 4 --tree-depth 3 --tree-total 16"
   "specvocab-window-chain|--vocab specvocab+window --vocab-artifact $tmp/specvocab.gguf --specvocab-k 512 --vocab-budget-decay 0.7 --vocab-budget-min 128 --chain --tree-depth 4"
+  "dynaspec-tree|--vocab dynaspec --vocab-artifact $tmp/dynaspec.gguf --tree-k 4 --tree-depth 3 --tree-total 16"
+  "dynaspec-window-chain|--vocab dynaspec+window --vocab-artifact $tmp/dynaspec.gguf --dynaspec-clusters 8 --dynaspec-decay 0.5 --dynaspec-min 2 --chain --tree-depth 4"
   "static-decay-tree|--vocab static --vocab-list $tmp/static.list --vocab-budget-decay 0.5 --vocab-budget-min 1024 --tree-k 4 --tree-depth 3 --tree-total 16"
 )
 for c in "${configs[@]}"; do

@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, TOOL ": %s is not a GGUF model file\n", model_path);
         goto done;
     }
-    if (ms_dynaspec_sha256_file(model_path, sha) < 0) goto done;
+    if (ms_sha256_file(model_path, sha) < 0) goto done;
     if (ms_tok_load_path(model_path, &tok) < 0) goto done;
     ms_model_opts mo = {.max_ctx = W, .max_batch = W, .q8_matmul = !exact};
     if (ms_model_load(model_path, &mo, &m) < 0) goto done;
