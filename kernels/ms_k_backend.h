@@ -5,7 +5,7 @@
  * does differently on each device: making the op table and its stream,
  * buffers, host ↔ buffer copies, synchronisation and error polling, the
  * linear over a typed weight, recorded forwards (graphs) and the draft head
- * over the vocabulary window. Every entry is a function pointer chosen once,
+ * over the vocabulary window (head top-k on the device). Every entry is a function pointer chosen once,
  * when the caller picks the table (ms_k_backend_for); callers never test
  * which device they run on to choose code, only `on_device` to choose where
  * data lives.
@@ -34,6 +34,67 @@
 
 /* Recorded forwards of one model: one slot per shape key (ms_k_backend.graph_run). */
 typedef struct ms_k_graphs ms_k_graphs;
+
+/* ---- the draft head on a device ----------------------------------------------
+ *
+ * The draft's LM head over one vocabulary mode with everything on the
+ * device: the hidden rows never come down, the logits stay there, and only
+ * [n, kk] top-k ids and log-probs return (one host synchronisation per
+ * evaluation). Rows: FULL = dense over the model's head W [V, d]; STATIC =
+ * dense over the K rows gathered once (indexed: read by id in place);
+ * WINDOW = the device twin of the dynamic window (ms_k_cuda_vocab: packed
+ * rows gathered on a second stream, overlapping the next backbone forward;
+ * indexed: read by id). The window is fed the same stream changes as the C
+ * window in draft-node/ms_vocab.c (the specification) through head_reset /
+ * head_append, so both hold the same window and slot layout. The CPU table
+ * has no device head (head_new NULL): a CPU draft's head is ms_vocab itself
+ * (draft-node/ms_head.h). */
+typedef struct ms_k_head ms_k_head;
+typedef enum { MS_K_HEAD_FULL = 0, MS_K_HEAD_STATIC, MS_K_HEAD_WINDOW } ms_k_head_rows;
+typedef struct {
+    int dev;               /* device index */
+    const ms_k_ops *ops;   /* the draft model's table: all head work runs on its stream */
+    void *stream;          /* that table's stream */
+    ms_dtype act;          /* the model's act dtype */
+    const void *W;         /* [V, d] act, device: the model's head (not owned, outlives the head) */
+    int64_t V, d;
+    ms_k_head_rows rows;
+    bool indexed;          /* read the rows of W by id (no packed rows, no gather) */
+    const int32_t *static_ids; /* STATIC: host [k_static] slot → id */
+    int64_t k_static;
+    int64_t w_max;         /* WINDOW: W_max */
+    int64_t max_append;    /* WINDOW: most ids of one head_append */
+    int64_t max_rows, max_k; /* largest evaluation: rows × top-k */
+} ms_k_head_opts;
+
+typedef struct {
+    /* A device head (device buffers sized for the largest evaluation;
+     * synchronises once). NULL entry: the table has no device head. */
+    ms_status (*head_new)(const ms_k_head_opts *o, ms_k_head **out);
+    /* Waits for the head's work, frees, nulls *h. */
+    void (*head_free)(ms_k_head **h);
+    /* WINDOW: empty the stream and the window. Others: no-op. */
+    ms_status (*head_reset)(ms_k_head *h);
+    /* WINDOW: append host ids [n ≤ max_append] in order, plain or their
+     * union in first-occurrence order (ms_vocab_step). Enqueued only. */
+    ms_status (*head_append)(ms_k_head *h, const int32_t *ids, int64_t n, bool distinct);
+    /* After the appends of one stream change: start the gather of the
+     * entering rows (gathered, WINDOW), so it overlaps the next forward. */
+    ms_status (*head_appended)(ms_k_head *h);
+    /* The table's stream was synchronised by its owner: staging is free again. */
+    void (*head_synced)(ms_k_head *h);
+    /* Logits of hid [n, d] (act, device) over the mode's columns (WINDOW:
+     * W_max columns, those ≥ |I| at −inf), log-softmax, the kk = min(k,
+     * columns) best per row, slots → ids (−1 for a masked slot). *ids,
+     * *logp [n, kk] point at host memory owned by the head, valid until its
+     * next call. 1 ≤ n ≤ max_rows, 1 ≤ k ≤ max_k. */
+    ms_status (*head_topk)(ms_k_head *h, const void *hid, int64_t n, int64_t k, const int32_t **ids,
+                           const float **logp, int64_t *kk);
+    /* The device window (WINDOW), else NULL: for tests. */
+    void *(*head_window)(ms_k_head *h);
+    /* Host synchronisations the window module made so far (tests). */
+    int64_t (*head_window_syncs)(void);
+} ms_k_head_table;
 
 typedef struct ms_k_backend ms_k_backend;
 struct ms_k_backend {
@@ -112,6 +173,9 @@ struct ms_k_backend {
     ms_status (*graph_run)(const ms_k_ops *ops, ms_k_graphs *g, int64_t key, ms_status (*fn)(void *arg), void *arg);
     /* Executables instantiated and updated in place so far. */
     void (*graph_counts)(const ms_k_graphs *g, int64_t *inst, int64_t *upd);
+
+    /* ---- the draft head (above) ------------------------------------------------ */
+    ms_k_head_table head;
 };
 
 /* The CPU table. */
