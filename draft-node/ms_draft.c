@@ -8,65 +8,28 @@
 
 #include "ms_dynaspec.h"
 #include "ms_eagle.h"
+#include "ms_head.h"
+#include "ms_k_backend.h"
 #include "ms_model.h"
 #include "ms_specvocab.h"
 #include "ms_vsel.h"
 #include "ms_wire.h" /* MS_WIRE_TOPK_MAX: the largest K_pre / K_ver a peer may send */
-#ifdef MS_HAVE_CUDA
-#include "ms_k_cuda.h"
-#include "ms_k_cuda_lmhead.h"
-#endif
-
-/* The LM head on the device (ms_dft_head_on_device). Every pointer is
- * device memory unless named h_*. Sized at ms_dft_new for the largest
- * evaluation: ≤ MS_TREE_MAX_K rows (one tree level) × k ≤ MS_TREE_MAX_K. */
-typedef struct {
-    int dev;
-    const ms_k_ops *ops; /* the draft model's table: all head work runs on its stream */
-    void *stream;        /* the model's compute stream */
-    void *copy;          /* dynamic gathered: the window's gather stream (owned) */
-    ms_dtype act;
-    size_t es;           /* bytes per act element */
-    const void *W;       /* [V, d] act, the model's head (not owned) */
-    int64_t m;           /* logit columns: V (full), K (static), W_max (dynamic) */
-    float *logits;       /* [MS_TREE_MAX_K, m] f32 */
-    int32_t *slots, *ids;
-    float *vals;         /* [MS_TREE_MAX_K · MS_TREE_MAX_K] top-k of each row */
-    int32_t *h_ids;      /* pinned, same shape */
-    float *h_vals;
-    void *root_hid;      /* [d] act: the last committed row's hidden state */
-    void *srows;         /* static: [K, d] act rows */
-    int32_t *sids;       /* static: [K] slot → id */
-    int32_t *kcount;     /* static: [1] = K (the indexed kernel's active count) */
-    struct ms_k_cuda_vocab *win; /* dynamic */
-    int32_t *h_stage;    /* pinned [stage_cap]: stream ids on their way to the window */
-    int32_t *stage;      /* [stage_cap] */
-    int64_t stage_cap, stage_off; /* h_stage[0, stage_off) may still be read by an async copy */
-    ms_status mirror_err; /* first failure of the window mirror since the last begin */
-} dft_dev;
 
 struct ms_dft {
     ms_dft_opts o;
     ms_model *lm; /* lm and layerskip */
     ms_eagle *eg; /* eagle */
-    ms_vocab *vocab;
-    const float *W; /* [V, d] the full LM head (not owned): read by id when o.lm_head is indexed */
-    /* GGUF lm / layerskip drafts on the CPU: the head in its stored block
-     * format (a view of the model's; typed_head), the vocabulary's rows kept
-     * in it, and the hidden rows quantized once per head call into xq when
-     * the model's matmuls take 8-bit activations (q8_head). No f32 head. */
-    bool typed_head, q8_head;
-    ms_qweight Wq;
-    ms_q8_act xq; /* [MS_TREE_MAX_K, d] when q8_head, allocated at creation */
-    const ms_k_ops *ops;
+    /* The LM head over the vocabulary mode, host or device, picked at
+     * creation (ms_head.h): the window, the head rows, top-k. */
+    ms_head *hd;
+    const ms_k_backend *be; /* the backend of the draft model (CPU for eagle) */
+    const ms_k_ops *mops;   /* the draft model's op table (its stream) */
+    void *root_dev;         /* device head: [d] act, the last committed row's hidden state */
     int64_t V, d, max_ctx, max_batch;
 
-    float *head;     /* [MS_TREE_MAX_K, V] draft logits over the active rows */
     float *hid;      /* [MS_TREE_MAX, d] hidden state (lm) / output y (eagle) of each submitted tree row */
     float *root_hid; /* [d] the same for the last committed row */
     float *feat;     /* [MS_TREE_MAX, d] eagle: features of a level's rows */
-    int32_t *top_slot;
-    float *top_val;
 
     /* request state */
     uint64_t rid;
@@ -92,16 +55,14 @@ struct ms_dft {
     ms_msg_tree pre_tree;          /* round + 1's tree, stats of the pre-draft work */
     int64_t pre_hits, pre_misses;
 
-    dft_dev *dv; /* the LM head on the device; NULL: on the host */
     int64_t win_calls, win_syncs; /* ms_dft_window_syncs */
     ms_dft_level_fn level_fn;
     void *level_ctx;
 
-    /* Per-step selector (o.vsel; ms_vsel.h). step is the
-     * vocabulary the head reads: vocab itself for specvocab / dynaspec, its
-     * own for the hybrids (whose vocab is then the maps-only window). */
+    /* Per-step selector (o.vsel; ms_vsel.h): it fills the head's step
+     * vocabulary (ms_head_step) before each head evaluation; for the hybrids
+     * the head's window (maps only) is fed by its stream as usual. */
     ms_vsel sel;
-    ms_vocab *step;
     int32_t *sel_ids;  /* [sel_cap] candidate scratch */
     int64_t sel_cap;
     float *prev;       /* [MS_TREE_MAX_K, d] each level row's parent hidden state */
@@ -192,152 +153,29 @@ bool ms_dft_head_parse(const char *s, ms_dft_head *out) {
 int64_t ms_dft_vocab(const ms_dft *d) { return d->V; }
 int64_t ms_dft_draft_len(const ms_dft *d) { return d->o.adaptive ? d->len : d->o.tree.depth + 1; }
 int64_t ms_dft_hidden(const ms_dft *d) { return d->d; }
-const ms_vocab *ms_dft_vocabulary(const ms_dft *d) { return d->vocab; }
-bool ms_dft_head_on_device(const ms_dft *d) { return d->dv != NULL; }
+const ms_vocab *ms_dft_vocabulary(const ms_dft *d) { return ms_head_vocab(d->hd); }
+bool ms_dft_head_on_device(const ms_dft *d) { return ms_head_on_device(d->hd); }
 
 void ms_dft_window_syncs(const ms_dft *d, int64_t *calls, int64_t *syncs) {
     *calls = d->win_calls;
     *syncs = d->win_syncs;
 }
 
-struct ms_k_cuda_vocab *ms_dft_cuda_window(ms_dft *d) { return d->dv ? d->dv->win : NULL; }
+struct ms_k_cuda_vocab *ms_dft_cuda_window(ms_dft *d) { return ms_head_device_window(d->hd); }
 
 void ms_dft_set_level_hook(ms_dft *d, ms_dft_level_fn fn, void *ctx) {
     d->level_fn = fn;
     d->level_ctx = ctx;
 }
 
-/* ---- the device head: setup and teardown --------------------------------- */
-
-static void dev_free(dft_dev **pv) {
-    dft_dev *v = *pv;
-    if (!v) return;
-#ifdef MS_HAVE_CUDA
-    if (ms_k_cuda_set_device(v->dev) != MS_OK) MS_LOG_WARN("draft: device %d lost at teardown", v->dev);
-    ms_k_cuda_vocab_free(&v->win); /* waits for its work on both streams */
-    ms_k_cuda_stream_free(&v->copy);
-    if (v->ops && ms_k_cuda_sync(v->ops) != MS_OK) MS_LOG_WARN("draft: device head had a pending error at teardown");
-    ms_k_cuda_free((void **)&v->logits);
-    ms_k_cuda_free((void **)&v->slots);
-    ms_k_cuda_free((void **)&v->ids);
-    ms_k_cuda_free((void **)&v->vals);
-    ms_k_cuda_free(&v->root_hid);
-    ms_k_cuda_free(&v->srows);
-    ms_k_cuda_free((void **)&v->sids);
-    ms_k_cuda_free((void **)&v->kcount);
-    ms_k_cuda_free((void **)&v->stage);
-    ms_k_cuda_host_free((void **)&v->h_ids);
-    ms_k_cuda_host_free((void **)&v->h_vals);
-    ms_k_cuda_host_free((void **)&v->h_stage);
-#endif
-    free(v);
-    *pv = NULL;
-}
-
-#ifdef MS_HAVE_CUDA
-/* Replays one change of the CPU window's stream on the device window, on the
- * model's stream: ids go through pinned staging (async upload), then one
- * append kernel. The staging is reused only after a synchronisation of the
- * stream (every forward and every head download is one; dev_synced). */
-static ms_status mirror_apply(ms_dft *d, ms_vocab_mirror_op op, const int32_t *ids, int64_t n) {
-    dft_dev *v = d->dv;
-    MS_TRY(ms_k_cuda_set_device(v->dev));
-    if (op == MS_VOCAB_MIRROR_RESET) return ms_k_cuda_vocab_reset(v->win);
-    if (n > v->stage_cap)
-        MS_FAIL(MS_ERR_RANGE, "draft: %lld stream ids at once exceed the device window staging of %lld",
-                (long long)n, (long long)v->stage_cap);
-    if (v->stage_off + n > v->stage_cap) { /* only a begin with a long prompt and a large K_pre gets here */
-        MS_TRY(ms_k_cuda_sync(v->ops));
-        v->stage_off = 0;
-    }
-    int32_t *h = v->h_stage + v->stage_off, *dids = v->stage + v->stage_off;
-    memcpy(h, ids, (size_t)n * sizeof(int32_t));
-    MS_TRY(ms_k_cuda_upload_async(v->ops, dids, h, (size_t)n * sizeof(int32_t)));
-    v->stage_off += n;
-    return op == MS_VOCAB_MIRROR_APPEND ? ms_k_cuda_vocab_append(v->win, dids, n)
-                                        : ms_k_cuda_vocab_append_distinct(v->win, dids, n);
-}
-
-/* The CPU window's mirror hook; the first failure sticks until the next begin. */
-static void mirror_window(void *ctx, ms_vocab_mirror_op op, const int32_t *ids, int64_t n) {
-    ms_dft *d = ctx;
-    if (d->dv->mirror_err == MS_OK) d->dv->mirror_err = mirror_apply(d, op, ids, n);
-}
-#endif
-
-/* The model's stream was synchronised: the pinned staging is free again. */
-static void dev_synced(ms_dft *d) {
-    if (d->dv) d->dv->stage_off = 0;
-}
-
-/* After the stream additions of a begin or an accept: report a failed mirror,
- * and start the gather of the entering rows on the copy stream now, so it
- * overlaps the next backbone forward (the head waits for it). */
-static ms_status dev_after_appends(ms_dft *d) {
-    dft_dev *v = d->dv;
-    if (!v || !v->win) return MS_OK;
-    if (v->mirror_err != MS_OK) {
-        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "draft: the device window could not follow the stream: %s",
-                   ms_status_str(v->mirror_err));
-        return v->mirror_err;
-    }
-#ifdef MS_HAVE_CUDA
-    if (d->o.lm_head == MS_DFT_HEAD_GATHERED) {
-        MS_TRY(ms_k_cuda_set_device(v->dev));
-        MS_TRY(ms_k_cuda_vocab_gather(v->win));
-    }
-#endif
-    return MS_OK;
-}
-
-#ifdef MS_HAVE_CUDA
-/* Device buffers for the head of o.vocab over the model's head; static ids
- * [k_static] are the list the CPU vocabulary was made from. */
-static ms_status dev_new(ms_dft *d, const int32_t *static_ids, int64_t k_static) {
-    dft_dev *v = ms_calloc(1, sizeof *v);
-    if (!v) return MS_ERR_NOMEM;
-    d->dv = v;
-    v->dev = ms_model_device(d->lm);
-    v->ops = ms_model_ops(d->lm);
-    v->stream = ms_model_stream(d->lm);
-    v->W = ms_model_lm_head_dev(d->lm);
-    v->act = d->o.act ? d->o.act : MS_DTYPE_BF16;
-    v->es = ms_dtype_size(v->act);
-    MS_TRY(ms_k_cuda_set_device(v->dev));
-    v->m = d->o.vocab == MS_VOCAB_FULL ? d->V : d->o.vocab == MS_VOCAB_STATIC ? k_static : d->o.w_max;
-    const size_t kk = (size_t)MS_TREE_MAX_K * MS_TREE_MAX_K;
-    MS_TRY(ms_k_cuda_malloc((void **)&v->logits, (size_t)MS_TREE_MAX_K * (size_t)v->m * sizeof(float)));
-    MS_TRY(ms_k_cuda_malloc((void **)&v->slots, kk * sizeof(int32_t)));
-    MS_TRY(ms_k_cuda_malloc((void **)&v->ids, kk * sizeof(int32_t)));
-    MS_TRY(ms_k_cuda_malloc((void **)&v->vals, kk * sizeof(float)));
-    MS_TRY(ms_k_cuda_host_alloc((void **)&v->h_ids, kk * sizeof(int32_t)));
-    MS_TRY(ms_k_cuda_host_alloc((void **)&v->h_vals, kk * sizeof(float)));
-    MS_TRY(ms_k_cuda_malloc(&v->root_hid, (size_t)d->d * v->es));
-    if (d->o.vocab == MS_VOCAB_STATIC) {
-        MS_TRY(ms_k_cuda_static_rows_new(v->ops, v->W, d->V, d->d, static_ids, k_static, &v->srows, &v->sids));
-        const int32_t kc = (int32_t)k_static;
-        MS_TRY(ms_k_cuda_malloc((void **)&v->kcount, sizeof(int32_t)));
-        MS_TRY(ms_k_cuda_upload(v->ops, v->kcount, &kc, sizeof kc));
-    } else if (d->o.vocab == MS_VOCAB_DYNAMIC) {
-        /* The largest single stream change: a prompt's top-K_pre union
-         * (n_prompt < max_ctx, K_pre ≤ MS_WIRE_TOPK_MAX), or a round's C_ver. */
-        v->stage_cap = d->max_ctx * MS_WIRE_TOPK_MAX;
-        if (v->stage_cap < (int64_t)MS_TREE_MAX * (MS_WIRE_TOPK_MAX + 1)) v->stage_cap = (int64_t)MS_TREE_MAX * (MS_WIRE_TOPK_MAX + 1);
-        MS_TRY(ms_k_cuda_host_alloc((void **)&v->h_stage, (size_t)v->stage_cap * sizeof(int32_t)));
-        MS_TRY(ms_k_cuda_malloc((void **)&v->stage, (size_t)v->stage_cap * sizeof(int32_t)));
-        MS_TRY(ms_k_cuda_stream_new(&v->copy));
-        MS_TRY(ms_k_cuda_vocab_new(d->V, d->o.w_max, d->d, v->act, v->W, v->stream, v->copy, &v->win));
-        ms_vocab_set_mirror(d->vocab, mirror_window, d);
-    }
-    return ms_k_cuda_sync(v->ops);
-}
-#endif
+/* A device forward synchronised the model's stream: the head's staging is free again. */
+static void dev_synced(ms_dft *d) { ms_head_synced(d->hd); }
 
 /* ---- per-step selectors (o.vsel, issue 16) -------------------------------- */
 
-/* The selector, the step vocabulary the head reads and the hybrid's
- * maps-only window (whose stream the usual begin / accept calls feed). */
-static ms_status vsel_new(ms_dft *d) {
+/* The selector and its scratch; *step_cap: the rows the head's step
+ * vocabulary needs (the selector's most ids, ∪ the window for the hybrids). */
+static ms_status vsel_new(ms_dft *d, int64_t *step_cap) {
     const ms_dft_opts *o = &d->o;
     /* the model whose head the artefact approximates: eagle reads the target's */
     const char *head_model = o->kind == MS_DRAFT_EAGLE ? o->target_dir : o->model_dir;
@@ -360,13 +198,9 @@ static ms_status vsel_new(ms_dft *d) {
     }
     case MS_DFT_VSEL_NONE: MS_FAIL(MS_ERR_INVALID, "draft: no vocabulary selector");
     }
-    const bool hybrid = o->vocab == MS_VOCAB_DYNAMIC, indexed = o->lm_head == MS_DFT_HEAD_INDEXED;
+    const bool hybrid = o->vocab == MS_VOCAB_DYNAMIC;
     d->sel_cap = d->sel.max_ids + (hybrid ? o->w_max : 0);
-    const int64_t cap = d->sel_cap < d->V ? d->sel_cap : d->V;
-    if (d->typed_head && !indexed) MS_TRY(ms_vocab_new_step_q(&d->Wq, cap, &d->step));
-    else MS_TRY(ms_vocab_new_step(indexed ? NULL : d->W, d->V, d->d, cap, &d->step));
-    if (hybrid) MS_TRY(ms_vocab_new_dynamic(NULL, d->V, d->d, o->w_max, &d->vocab)); /* maps only: no gathers */
-    else d->vocab = d->step;
+    *step_cap = d->sel_cap < d->V ? d->sel_cap : d->V;
     d->sel_ids = ms_malloc((size_t)d->sel_cap * sizeof(int32_t));
     d->prev = ms_malloc((size_t)(MS_TREE_MAX_K * d->d) * sizeof(float));
     d->root_prev = ms_calloc((size_t)d->d, sizeof(float));
@@ -378,16 +212,17 @@ static ms_status vsel_new(ms_dft *d) {
  * vocabulary, or the static list's position-aware prefix. */
 static ms_status vocab_for_step(ms_dft *d, const float *hid, const float *prev, const int32_t *tok, int64_t n,
                                 int64_t depth) {
-    if (d->step) {
+    ms_vocab *step = ms_head_step(d->hd);
+    if (step) {
         uint64_t t0 = ms_now_ns();
-        ms_status s = ms_vsel_step(&d->sel, d->step, d->step == d->vocab ? NULL : d->vocab, hid, prev, tok, n, depth,
-                                   d->sel_ids, d->sel_cap);
+        const ms_vocab *window = d->o.vocab == MS_VOCAB_DYNAMIC ? ms_head_vocab(d->hd) : NULL;
+        ms_status s = ms_vsel_step(&d->sel, step, window, hid, prev, tok, n, depth, d->sel_ids, d->sel_cap);
         d->next_stats.vocab_ns += ms_now_ns() - t0;
         return s;
     }
     if (d->o.vocab == MS_VOCAB_STATIC && d->o.budget_decay > 0.0 && d->o.budget_decay < 1.0)
-        ms_vocab_set_head_limit(d->vocab,
-                                ms_vocab_budget(ms_vocab_size(d->vocab), d->o.budget_decay, d->o.budget_min, depth));
+        ms_head_set_limit(d->hd, ms_vocab_budget(ms_vocab_size(ms_head_vocab(d->hd)), d->o.budget_decay,
+                                                 d->o.budget_min, depth));
     return MS_OK;
 }
 
@@ -415,23 +250,18 @@ static void save_root_state(ms_dft *d, bool save) {
 void ms_dft_free(ms_dft **pd) {
     ms_dft *d = *pd;
     if (!d) return;
-    dev_free(&d->dv); /* before the model: the window reads its head */
+    ms_head_free(&d->hd); /* before the model: the head reads the model's rows */
+    if (d->be) d->be->buf_free(&d->root_dev);
     ms_model_free(&d->lm);
     ms_eagle_free(&d->eg);
-    if (d->step != d->vocab) ms_vocab_free(&d->step);
-    ms_vocab_free(&d->vocab);
     ms_vsel_release(&d->sel);
     free(d->sel_ids);
     free(d->prev);
     free(d->root_prev);
     free(d->pre_save);
-    free(d->head);
-    ms_q8_act_free(&d->xq);
     free(d->hid);
     free(d->root_hid);
     free(d->feat);
-    free(d->top_slot);
-    free(d->top_val);
     ms_ids_free(&d->pending);
     free(d->pend_feat);
     free(d);
@@ -465,9 +295,10 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     ms_dft *d = ms_calloc(1, sizeof *d);
     if (!d) return MS_ERR_NOMEM;
     d->o = *o;
-    d->ops = ms_k_cpu_ops();
+    d->be = ms_k_backend_cpu();
     ms_status s = MS_OK;
     const float *W = NULL;
+    const ms_qweight *hq = NULL;
     bool on_dev = false;
     int32_t *static_ids = NULL;
     int64_t k_static = 0;
@@ -502,20 +333,14 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         d->d = ms_model_config(d->lm)->hidden_size;
         d->max_ctx = ms_model_max_ctx(d->lm);
         d->max_batch = ms_model_max_batch(d->lm);
-#ifdef MS_HAVE_CUDA
+        MS_TRY_GOTO(s, ms_k_backend_for(cuda_dev, "draft", &d->be), fail);
+        d->mops = ms_model_ops(d->lm);
         /* the head on the device unless asked otherwise: then no host copy of it */
-        on_dev = cuda_dev >= 0 && !o->host_head && ms_model_lm_head_dev(d->lm) != NULL;
-#endif
-        const ms_qweight *hq = cuda_dev < 0 ? ms_model_lm_head_q(d->lm) : NULL;
-        if (hq) { /* GGUF: rows stay in the stored blocks; the f32 copy is never made */
-            d->typed_head = true;
-            d->Wq = *hq;
-            d->q8_head = ms_model_q8_matmul(d->lm);
-            if (d->q8_head) MS_TRY_GOTO(s, ms_q8_act_alloc(&d->xq, MS_TREE_MAX_K, d->d), fail);
-        } else {
-            W = on_dev ? NULL : ms_model_lm_head(d->lm); /* CUDA host path: a host f32 copy */
-        }
-        if (!W && !on_dev && !d->typed_head) {
+        on_dev = d->be->head.head_new && !o->host_head && ms_model_lm_head_dev(d->lm) != NULL;
+        /* GGUF: rows stay in the stored blocks; the f32 copy is never made */
+        hq = cuda_dev < 0 ? ms_model_lm_head_q(d->lm) : NULL;
+        if (!hq && !on_dev) W = ms_model_lm_head(d->lm); /* device model, host head: a host f32 copy */
+        if (!W && !on_dev && !hq) {
             s = MS_ERR_NOMEM;
             goto fail;
         }
@@ -526,16 +351,13 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         s = MS_ERR_INVALID;
         goto fail;
     }
-    d->W = W;
-    /* indexed head: the vocabulary keeps maps only (no packed rows, no gathers) */
-    const float *W_rows = o->lm_head == MS_DFT_HEAD_INDEXED ? NULL : W;
-    const bool typed_rows = d->typed_head && o->lm_head != MS_DFT_HEAD_INDEXED;
     if (on_dev && o->vocab == MS_VOCAB_STATIC && o->budget_decay > 0.0 && o->budget_decay < 1.0) {
         ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "the static budget decay runs on a host head only (draft device %s)",
                    o->device);
         s = MS_ERR_UNSUPPORTED;
         goto fail;
     }
+    int64_t step_cap = 0;
     if (o->vsel != MS_DFT_VSEL_NONE) {
         if (on_dev || cuda_dev >= 0) {
             ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "vocabulary mode %s runs on a host head only (draft device %s)",
@@ -543,53 +365,56 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
             s = MS_ERR_UNSUPPORTED;
             goto fail;
         }
-        MS_TRY_GOTO(s, vsel_new(d), fail);
-    } else switch (o->vocab) {
-    case MS_VOCAB_FULL:
-        s = d->typed_head ? ms_vocab_new_full_q(&d->Wq, &d->vocab) : ms_vocab_new_full(W, d->V, d->d, &d->vocab);
-        break;
-    case MS_VOCAB_DYNAMIC:
-        s = typed_rows ? ms_vocab_new_dynamic_q(&d->Wq, o->w_max, &d->vocab)
-                       : ms_vocab_new_dynamic(W_rows, d->V, d->d, o->w_max, &d->vocab);
-        break;
-    case MS_VOCAB_STATIC:
-        s = ms_vocab_load_list(o->vocab_list, d->V, &static_ids, &k_static);
-        if (s >= 0)
-            s = typed_rows ? ms_vocab_new_static_q(&d->Wq, static_ids, k_static, &d->vocab)
-                           : ms_vocab_new_static(W_rows, d->V, d->d, static_ids, k_static, &d->vocab);
-        break;
+        MS_TRY_GOTO(s, vsel_new(d, &step_cap), fail);
     }
-    if (s < 0) goto fail;
-#ifdef MS_HAVE_CUDA
-    if (on_dev) MS_TRY_GOTO(s, dev_new(d, static_ids, k_static), fail);
-#endif
+    if (o->vocab == MS_VOCAB_STATIC) MS_TRY_GOTO(s, ms_vocab_load_list(o->vocab_list, d->V, &static_ids, &k_static), fail);
+    ms_head_opts ho = {.mode = o->vocab,
+                       .indexed = o->lm_head == MS_DFT_HEAD_INDEXED,
+                       .V = d->V,
+                       .d = d->d,
+                       .w_max = o->w_max,
+                       .static_ids = static_ids,
+                       .k_static = k_static,
+                       .max_rows = MS_TREE_MAX_K,
+                       .max_k = MS_TREE_MAX_K,
+                       .W = W,
+                       .Wq = hq,
+                       .q8 = hq && ms_model_q8_matmul(d->lm),
+                       .step_cap = step_cap};
+    if (on_dev) {
+        ho.be = d->be;
+        ho.dev = cuda_dev;
+        ho.ops = d->mops;
+        ho.stream = ms_model_stream(d->lm);
+        ho.act = o->act;
+        ho.W_dev = ms_model_lm_head_dev(d->lm);
+        /* The largest single stream change: a prompt's top-K_pre union
+         * (n_prompt < max_ctx, K_pre ≤ MS_WIRE_TOPK_MAX), or a round's C_ver. */
+        ho.max_append = d->max_ctx * MS_WIRE_TOPK_MAX;
+        if (ho.max_append < (int64_t)MS_TREE_MAX * (MS_WIRE_TOPK_MAX + 1))
+            ho.max_append = (int64_t)MS_TREE_MAX * (MS_WIRE_TOPK_MAX + 1);
+        /* the root's hidden row stays on the device (the tree forwards overwrite the model's) */
+        MS_TRY_GOTO(s, d->be->buf_alloc(&d->root_dev, (size_t)d->d * ms_dtype_size(d->mops->act)), fail);
+    }
+    MS_TRY_GOTO(s, ms_head_new(&ho, &d->hd), fail);
     free(static_ids);
     static_ids = NULL;
-    /* host head logits [MS_TREE_MAX_K, V]; the device head keeps its own */
-    d->head = ms_malloc((size_t)(MS_TREE_MAX_K * (on_dev ? 1 : d->V)) * sizeof(float));
     d->hid = ms_malloc((size_t)(MS_TREE_MAX * d->d) * sizeof(float));
     d->root_hid = ms_malloc((size_t)d->d * sizeof(float));
     d->feat = ms_malloc((size_t)(MS_TREE_MAX * d->d) * sizeof(float));
-    d->top_slot = ms_malloc(MS_TREE_MAX_K * sizeof(int32_t));
-    d->top_val = ms_malloc(MS_TREE_MAX_K * sizeof(float));
-    if (!d->head || !d->hid || !d->root_hid || !d->feat || !d->top_slot || !d->top_val) {
+    if (!d->hid || !d->root_hid || !d->feat) {
         s = MS_ERR_NOMEM;
         goto fail;
     }
     char where[96];
-    if (on_dev) snprintf(where, sizeof where, "on cuda:%d", cuda_dev);
-    else if (cuda_dev >= 0)
+    if (!on_dev && cuda_dev >= 0)
         snprintf(where, sizeof where, "on the host (model on cuda:%d, %s)", cuda_dev,
                  o->host_head ? "host head requested" : "no device head");
-    else if (d->typed_head)
-        snprintf(where, sizeof where, "on the host, %s rows, %s", ms_dtype_name(d->Wq.dtype),
-                 d->q8_head ? "8-bit activations" : "f32 activations");
-    else snprintf(where, sizeof where, "on the host");
+    else ms_head_describe(d->hd, where, sizeof where);
     MS_LOG_INFO("draft: kind %s%s, vocabulary %s (%lld of %lld rows, stream %s, head %s %s), tree %s k=%lld "
                 "depth=%lld total=%lld p_min=%g%s",
                 ms_draft_kind_name(o->kind), o->kind == MS_DRAFT_LAYERSKIP ? " (first layers)" : "",
-                ms_dft_vocab_name(o->vocab, o->vsel), (long long)ms_vocab_w_max(d->step ? d->step : d->vocab),
-                (long long)d->V,
+                ms_dft_vocab_name(o->vocab, o->vsel), (long long)ms_vocab_w_max(ms_head_rows(d->hd)), (long long)d->V,
                 ms_vocab_stream_name(o->stream), ms_dft_head_name(o->lm_head), where,
                 o->tree.chain ? "chain" : "eagle2", (long long)o->tree.top_k, (long long)o->tree.depth,
                 (long long)o->tree.total, (double)o->tree.p_min, o->adaptive ? " adaptive" : "");
@@ -603,120 +428,6 @@ fail:
 
 /* ---- the draft's LM head over the active vocabulary ---------------------- */
 
-/* For n hidden rows: logits over the active rows, log-softmax over them, the
- * k best as ids. Fewer than k active rows: padded with −inf entries (the last
- * real one repeated; with an empty window — extension stream, K_pre = 0 —
- * every entry is the root token at −inf). */
-static void head_host(ms_dft *d, const float *hid, int64_t n, int64_t k, int32_t *ids, float *logp) {
-    const float *rows;
-    const int32_t *id_of;
-    int64_t n_act;
-    ms_vocab *hv = d->step ? d->step : d->vocab; /* the rows this step's head reads */
-    ms_vocab_rows(hv, &rows, &n_act, &id_of);
-    if (n_act > 0 && d->typed_head) {
-        /* block-format head: quantize the n rows once for the one product */
-        const ms_q8_act *xq = NULL;
-        if (d->q8_head) {
-            ms_q8_quantize(&d->xq, hid, n, d->d);
-            xq = &d->xq;
-        }
-        if (d->o.lm_head == MS_DFT_HEAD_INDEXED)
-            ms_vocab_logits_indexed_q(hv, &d->Wq, xq ? NULL : hid, xq, n, d->head);
-        else
-            ms_vocab_logits_q(hv, xq ? NULL : hid, xq, n, d->head);
-    } else if (n_act > 0) {
-        if (d->o.lm_head == MS_DFT_HEAD_INDEXED)
-            ms_vocab_logits_indexed(hv, d->W, hid, n, d->head);
-        else
-            d->ops->linear(d->ops->ctx, d->head, hid, rows, NULL, n, d->d, n_act);
-    }
-    int64_t kk = k < n_act ? k : n_act;
-    for (int64_t r = 0; r < n; r++) {
-        float *row = d->head + r * n_act;
-        if (kk > 0) {
-            ms_k_log_softmax(row, row, n_act);
-            ms_k_topk(row, n_act, kk, d->top_slot, d->top_val);
-        }
-        for (int64_t j = 0; j < k; j++) {
-            if (kk == 0) {
-                ids[r * k + j] = d->root;
-                logp[r * k + j] = -INFINITY;
-                continue;
-            }
-            int64_t src = j < kk ? j : kk - 1;
-            int32_t slot = d->top_slot[src];
-            ids[r * k + j] = id_of ? id_of[slot] : slot;
-            logp[r * k + j] = j < kk ? d->top_val[j] : -INFINITY;
-        }
-    }
-}
-
-#ifdef MS_HAVE_CUDA
-/* The same on the device for n hidden rows h [n, d] (act, device), all on
- * the model's stream: logits over the mode's columns (dynamic: W_max columns,
- * those ≥ |I| at −inf so that exp() gives 0 in the log-softmax and top-k never
- * prefers them to an active slot), log-softmax, top-k slots, slots → ids
- * (−1 for a masked slot), then [n, kk] ids and log-probs down with one
- * synchronisation. Padding as head_host: a −1 id becomes the previous
- * entry's id (the root for the first) at −inf. */
-static ms_status head_dev(ms_dft *d, const void *h, int64_t n, int64_t k, int32_t *ids, float *logp) {
-    dft_dev *v = d->dv;
-    const ms_k_ops *ops = v->ops;
-    if (n < 1 || n > MS_TREE_MAX_K || k < 1 || k > MS_TREE_MAX_K)
-        MS_FAIL(MS_ERR_RANGE, "draft device head: %lld rows × top-%lld outside [1, %d]", (long long)n, (long long)k,
-                MS_TREE_MAX_K);
-    MS_TRY(ms_k_cuda_set_device(v->dev));
-    const int64_t m = v->m, kk = k < m ? k : m, dim = d->d;
-    const bool indexed = d->o.lm_head == MS_DFT_HEAD_INDEXED;
-    const int32_t *id_of = NULL, *n_active = NULL;
-    switch (d->o.vocab) {
-    case MS_VOCAB_FULL: /* indexed over the identity map is the dense GEMM over W in place */
-        MS_TRY(ms_k_cuda_lmhead_dense(ops, v->logits, m, h, v->W, n, m, dim));
-        break;
-    case MS_VOCAB_STATIC:
-        id_of = v->sids;
-        if (indexed) {
-            n_active = v->kcount;
-            MS_TRY(ms_k_cuda_lmhead_indexed(ops, v->logits, m, h, v->W, d->V, id_of, n_active, n, m, dim));
-        } else {
-            MS_TRY(ms_k_cuda_lmhead_dense(ops, v->logits, m, h, v->srows, n, m, dim));
-        }
-        break;
-    case MS_VOCAB_DYNAMIC: {
-        const void *rows;
-        ms_k_cuda_vocab_rows(v->win, &rows, &n_active, &id_of);
-        if (indexed) {
-            MS_TRY(ms_k_cuda_lmhead_indexed(ops, v->logits, m, h, v->W, d->V, id_of, n_active, n, m, dim));
-        } else {
-            MS_TRY(ms_k_cuda_vocab_wait(v->win, v->stream)); /* the rows gathered since the last appends */
-            MS_TRY(ms_k_cuda_lmhead_packed(ops, v->logits, m, h, rows, n_active, n, m, dim));
-        }
-        break;
-    }
-    }
-    MS_TRY(ms_k_cuda_log_softmax_rows(ops, v->logits, v->logits, n, m, m));
-    MS_TRY(ms_k_cuda_topk_rows(ops, v->slots, v->vals, v->logits, n, m, m, kk));
-    MS_TRY(ms_k_cuda_slots_to_ids(ops, v->ids, v->slots, n * kk, id_of, m, n_active));
-    MS_TRY(ms_k_cuda_download_async(ops, v->h_ids, v->ids, (size_t)(n * kk) * sizeof(int32_t)));
-    MS_TRY(ms_k_cuda_download_async(ops, v->h_vals, v->vals, (size_t)(n * kk) * sizeof(float)));
-    ms_status st = ms_k_cuda_sync(ops); /* the level's one synchronisation */
-    dev_synced(d);
-    MS_TRY(st);
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t j = 0; j < k; j++) {
-            const int32_t id = j < kk ? v->h_ids[r * kk + j] : -1;
-            if (id >= 0 && id < d->V) {
-                ids[r * k + j] = id;
-                logp[r * k + j] = v->h_vals[r * kk + j];
-            } else {
-                ids[r * k + j] = j > 0 ? ids[r * k + j - 1] : d->root;
-                logp[r * k + j] = -INFINITY;
-            }
-        }
-    return MS_OK;
-}
-#endif
-
 /* One head evaluation at draft depth `depth` (0: the root's step): n rows
  * (host hid [n, d] on the host path, device hid_dev on the device path) whose
  * tokens are tokens [n] and whose parents' hidden states are prev [n, d] (read
@@ -725,13 +436,8 @@ static ms_status head_topk(ms_dft *d, const float *hid, const void *hid_dev, con
                            int64_t n, int64_t depth, int64_t k, int32_t *ids, float *logp) {
     MS_TRY(vocab_for_step(d, hid, prev, tokens, n, depth));
     uint64_t t0 = ms_now_ns();
-#ifdef MS_HAVE_CUDA
-    if (d->dv) MS_TRY(head_dev(d, hid_dev, n, k, ids, logp));
-    else head_host(d, hid, n, k, ids, logp);
-#else
-    (void)hid_dev;
-    head_host(d, hid, n, k, ids, logp);
-#endif
+    /* the root pads a level whose vocabulary has fewer than k rows (an empty window) */
+    MS_TRY(ms_head_topk(d->hd, hid, hid_dev, n, k, d->root, ids, logp));
     d->next_stats.head_ns += ms_now_ns() - t0;
     if (d->level_fn) d->level_fn(d->level_ctx, tokens, n, k, ids, logp);
     return MS_OK;
@@ -771,13 +477,11 @@ static ms_status commit_pending(ms_dft *d) {
         last_c = c;
         if (d->root_prev) track_root_prev(d, c);
     }
-    if (d->dv) {
-#ifdef MS_HAVE_CUDA
+    if (d->root_dev) {
         /* the root's hidden row stays on the device (the tree forwards overwrite the model's) */
-        const size_t row = (size_t)d->d * d->dv->es;
+        const size_t row = (size_t)d->d * ms_dtype_size(d->mops->act);
         const char *hd = ms_model_hidden_dev(d->lm);
-        MS_TRY(ms_k_cuda_copy_async(d->dv->ops, d->dv->root_hid, hd + (size_t)(last_c - 1) * row, row));
-#endif
+        MS_TRY(d->be->copy_async(d->mops, d->root_dev, hd + (size_t)(last_c - 1) * row, row));
     } else {
         if (!d->eg) last = ms_model_hidden(d->lm) + (last_c - 1) * d->d;
         memcpy(d->root_hid, last, (size_t)d->d * sizeof(float));
@@ -809,7 +513,7 @@ static ms_status expand(void *ctx, const int32_t *tokens, const int32_t *depth, 
     } else {
         MS_TRY(ms_model_forward_masked(d->lm, tokens, n_rows, pos, mask, d->n_sub, MS_LOGITS_NONE, NULL));
         dev_synced(d);
-        out = d->dv ? NULL : ms_model_hidden(d->lm); /* device head: the rows never come down */
+        out = d->root_dev ? NULL : ms_model_hidden(d->lm); /* device head: the rows never come down */
     }
     float *dst = d->hid + d->n_sub * d->d;
     if (out) memcpy(dst, out, (size_t)(n_rows * d->d) * sizeof(float));
@@ -818,8 +522,8 @@ static ms_status expand(void *ctx, const int32_t *tokens, const int32_t *depth, 
         for (int64_t r = 0; r < n_rows; r++)
             memcpy(d->prev + r * d->d, parent_row[r] < 0 ? d->root_hid : d->hid + (int64_t)parent_row[r] * d->d,
                    (size_t)d->d * sizeof(float));
-    MS_TRY(head_topk(d, dst, d->dv ? ms_model_hidden_dev(d->lm) : NULL, d->prev, tokens, n_rows, depth[0], k, out_ids,
-                     out_logp));
+    MS_TRY(head_topk(d, dst, d->root_dev ? ms_model_hidden_dev(d->lm) : NULL, d->prev, tokens, n_rows, depth[0], k,
+                     out_ids, out_logp));
     d->n_sub += n_rows;
     return MS_OK;
 }
@@ -841,10 +545,7 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
                 (long long)m->feat_dim);
 
     uint64_t t0 = ms_now_ns();
-    if (d->dv) d->dv->mirror_err = MS_OK; /* the reset below brings the device window back in step */
-    ms_vocab_reset(d->vocab);
-    MS_TRY(ms_vocab_begin_stream(d->vocab, d->o.stream, m->prompt, m->n_prompt, m->topk_pre, m->k_pre));
-    MS_TRY(dev_after_appends(d));
+    MS_TRY(ms_head_begin(d->hd, d->o.stream, m->prompt, m->n_prompt, m->topk_pre, m->k_pre));
     uint64_t vocab_ns = ms_now_ns() - t0;
 
     if (d->eg) MS_TRY(ms_eagle_truncate(d->eg, 0));
@@ -880,8 +581,7 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
 /* Commit what is pending, take the level-1 top-K after the root, build the
  * tree level by level, drop the tree rows from the KV. */
 static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree *out) {
-    if (d->dv && d->dv->mirror_err != MS_OK)
-        MS_FAIL(d->dv->mirror_err, "draft: the device window lost the stream; begin a new request");
+    MS_TRY(ms_head_ready(d->hd));
     uint64_t t0 = ms_now_ns();
     MS_TRY(commit_pending(d));
     d->next_stats.backbone_ns += ms_now_ns() - t0;
@@ -889,8 +589,7 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     int32_t root_ids[MS_TREE_MAX_K];
     float root_logp[MS_TREE_MAX_K];
     const int64_t K = d->o.tree.chain ? 1 : d->o.tree.top_k;
-    MS_TRY(head_topk(d, d->root_hid, d->dv ? d->dv->root_hid : NULL, d->root_prev, &d->root, 1, 0, K, root_ids,
-                     root_logp));
+    MS_TRY(head_topk(d, d->root_hid, d->root_dev, d->root_prev, &d->root, 1, 0, K, root_ids, root_logp));
     d->n_sub = 0;
     ms_tree_params tp = d->o.tree;
     if (d->o.adaptive) tp.depth = d->len - 1;
@@ -905,7 +604,7 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     out->round = round;
     out->tree = d->tree;
     out->stats = d->next_stats;
-    out->stats.vocab_size = ms_vocab_size(d->step ? d->step : d->vocab);
+    out->stats.vocab_size = ms_vocab_size(ms_head_rows(d->hd));
     memset(&d->next_stats, 0, sizeof d->next_stats);
     d->round = round;
     return MS_OK;
@@ -973,14 +672,14 @@ static int64_t emitted_tokens(const ms_dft *d, const ms_msg_verify *m, int32_t *
 static ms_status apply_vocab(ms_dft *d, const ms_msg_verify *m, ms_draft_stats *into) {
     int32_t emitted[MS_TREE_MAX + 1];
     int64_t n_emit = emitted_tokens(d, m, emitted);
-    for (int64_t i = 0; i < n_emit; i++) into->covered += ms_vocab_contains(d->vocab, emitted[i]);
+    const ms_vocab *voc = ms_head_vocab(d->hd);
+    for (int64_t i = 0; i < n_emit; i++) into->covered += ms_vocab_contains(voc, emitted[i]);
     into->emitted += n_emit;
     uint64_t t0 = ms_now_ns();
     int32_t c_draft[MS_TREE_MAX];
     int64_t n_draft = ms_tree_distinct_ids(&d->tree, c_draft);
-    MS_TRY(ms_vocab_stream_round(d->vocab, d->o.stream, c_draft, n_draft, emitted, n_emit, m->ver_topk, m->n_path,
-                                 m->k_ver));
-    MS_TRY(dev_after_appends(d));
+    MS_TRY(ms_head_append_round(d->hd, d->o.stream, c_draft, n_draft, emitted, n_emit, m->ver_topk, m->n_path,
+                                m->k_ver));
     into->vocab_ns += ms_now_ns() - t0;
     return MS_OK;
 }
@@ -1056,7 +755,7 @@ static ms_status predraft_impl(ms_dft *d) {
     if (s >= 0) {
         /* root_hid is the draft's state after the path's last token (or
          * after the root when the path is the root alone) */
-        s = head_topk(d, d->root_hid, d->dv ? d->dv->root_hid : NULL, d->root_prev, &d->root, 1, 0, 1, &id, &lp);
+        s = head_topk(d, d->root_hid, d->root_dev, d->root_prev, &d->root, 1, 0, 1, &id, &lp);
     }
     if (s >= 0) {
         d->pre_bonus = id;
@@ -1102,57 +801,51 @@ static ms_status accept_overlap_impl(ms_dft *d, const ms_msg_verify *m, bool *hi
     tree->stats.covered += v.covered;
     tree->stats.emitted += v.emitted;
     tree->stats.vocab_ns += v.vocab_ns;
-    tree->stats.vocab_size = ms_vocab_size(d->step ? d->step : d->vocab);
+    tree->stats.vocab_size = ms_vocab_size(ms_head_rows(d->hd));
     *hit = true;
     return MS_OK;
 }
 
 /* ---- window host synchronisations per call (ms_dft_window_syncs) ---------- */
 
-static int64_t win_syncs_now(void) {
-#ifdef MS_HAVE_CUDA
-    return ms_k_cuda_vocab_host_syncs();
-#else
-    return 0;
-#endif
-}
+static int64_t win_syncs_now(const ms_dft *d) { return ms_head_window_syncs(d->hd); }
 
 static void win_count(ms_dft *d, int64_t s0) {
-    if (!d->dv) return;
+    if (!ms_head_on_device(d->hd)) return;
     d->win_calls++;
-    d->win_syncs += win_syncs_now() - s0;
+    d->win_syncs += win_syncs_now(d) - s0;
 }
 
 static ms_status port_begin(void *ctx, const ms_msg_begin *m) {
-    const int64_t s0 = win_syncs_now();
+    const int64_t s0 = win_syncs_now(ctx);
     ms_status s = begin_impl(ctx, m);
     win_count(ctx, s0);
     return s;
 }
 
 static ms_status port_draft(void *ctx, uint64_t rid, int64_t round, ms_msg_tree *out) {
-    const int64_t s0 = win_syncs_now();
+    const int64_t s0 = win_syncs_now(ctx);
     ms_status s = draft_impl(ctx, rid, round, out);
     win_count(ctx, s0);
     return s;
 }
 
 static ms_status port_accept(void *ctx, const ms_msg_verify *m) {
-    const int64_t s0 = win_syncs_now();
+    const int64_t s0 = win_syncs_now(ctx);
     ms_status s = accept_impl(ctx, m);
     win_count(ctx, s0);
     return s;
 }
 
 ms_status ms_dft_predraft(ms_dft *d) {
-    const int64_t s0 = win_syncs_now();
+    const int64_t s0 = win_syncs_now(d);
     ms_status s = predraft_impl(d);
     win_count(d, s0);
     return s;
 }
 
 ms_status ms_dft_accept_overlap(ms_dft *d, const ms_msg_verify *m, bool *hit, ms_msg_tree *tree) {
-    const int64_t s0 = win_syncs_now();
+    const int64_t s0 = win_syncs_now(d);
     ms_status s = accept_overlap_impl(d, m, hit, tree);
     win_count(d, s0);
     return s;

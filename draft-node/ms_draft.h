@@ -139,8 +139,9 @@ void ms_dft_overlap_counts(const ms_dft *d, int64_t *hits, int64_t *misses);
  * columns, top-k, slots → ids on the device, and only [n, k] ids and
  * log-probs come down: one host synchronisation per level. The CPU ms_vocab
  * still keeps the window's bookkeeping (coverage, |I|) without rows, and
- * every change of its stream is mirrored to the device window in order
- * (ms_vocab_set_mirror). Nothing is allocated per round. */
+ * both windows are fed the same stream plans in order (draft-node/ms_head.h,
+ * the one head interface; the device half is the backend table's draft head,
+ * kernels/ms_k_backend.h). Nothing is allocated per round. */
 bool ms_dft_head_on_device(const ms_dft *d);
 /* Host synchronisations made by the device window module
  * (ms_k_cuda_vocab_host_syncs) inside this draft's begin / draft / accept /

@@ -125,6 +125,8 @@ ms_status ms_dynaspec_load(const char *artifact, const char *model_path, const m
     ds->max_rows = max_rows;
     ms_gguf *a = NULL;
     ms_status st = ms_gguf_open(model_path, &ds->model);
+    if (st < 0) MS_LOG_ERROR("dynaspec: the draft model %s must be a GGUF file (the router reads its token_embd table)",
+                             model_path);
     const ms_gguf_tensor_info *emb = NULL;
     if (st == MS_OK) st = ms_gguf_get_tensor(ds->model, "token_embd.weight", 0, NULL, NULL, 0, &emb);
     if (st == MS_OK && (emb->ndim != 2 || !ms_q_supported(emb->dtype))) {

@@ -45,19 +45,7 @@ struct ms_vocab {
     int32_t *take_slots, *take_ids; /* [cap], filled by ms_vocab_take_entering */
 
     ms_vocab_counters ctr;
-
-    ms_vocab_mirror_fn mirror; /* optional device twin (ms_vocab_set_mirror) */
-    void *mirror_ctx;
 };
-
-static void mirror(const ms_vocab *v, ms_vocab_mirror_op op, const int32_t *ids, int64_t n) {
-    if (v->mirror && (op == MS_VOCAB_MIRROR_RESET || n > 0)) v->mirror(v->mirror_ctx, op, ids, n);
-}
-
-void ms_vocab_set_mirror(ms_vocab *v, ms_vocab_mirror_fn fn, void *ctx) {
-    v->mirror = fn;
-    v->mirror_ctx = ctx;
-}
 
 /* The head a vocabulary reads rows from: V rows of d elements of dtype,
  * row_bytes each (W may be NULL: maps only). */
@@ -413,61 +401,91 @@ void ms_vocab_reset(ms_vocab *v) {
     for (int64_t i = 0; i < v->n_dirty; i++) v->dirty[v->dirty_slots[i]] = 0;
     v->n_dirty = 0;
     v->n = v->ring_n = v->head = 0;
-    mirror(v, MS_VOCAB_MIRROR_RESET, NULL, 0);
+}
+
+/* One validated step: plain entries, or their union in first-occurrence order. */
+static void apply_step(ms_vocab *v, const ms_vocab_step *st) {
+    if (!st->distinct) {
+        for (int64_t i = 0; i < st->n; i++) stream_push(v, st->ids[i]);
+        return;
+    }
+    union_begin(v);
+    for (int64_t i = 0; i < st->n; i++) union_push(v, st->ids[i]);
+}
+
+static void apply_plan(ms_vocab *v, const ms_vocab_plan *p) {
+    if (p->reset) ms_vocab_reset(v);
+    for (int i = 0; i < p->n_steps; i++) apply_step(v, &p->step[i]);
+}
+
+static void plan_add(ms_vocab_plan *p, bool distinct, const int32_t *ids, int64_t n) {
+    if (n > 0) p->step[p->n_steps++] = (ms_vocab_step){.distinct = distinct, .ids = ids, .n = n};
 }
 
 ms_status ms_vocab_append(ms_vocab *v, const int32_t *ids, int64_t n) {
     if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
     MS_TRY(check_ids(v, "append", ids, n));
     for (int64_t i = 0; i < n; i++) stream_push(v, ids[i]);
-    mirror(v, MS_VOCAB_MIRROR_APPEND, ids, n);
+    return MS_OK;
+}
+
+/* rows·k as a count of ids; MS_ERR_INVALID (logged by the caller's words) on overflow. */
+static bool count_of(int64_t rows, int64_t k, int64_t *out) {
+    size_t n;
+    if (!ms_mul_size((size_t)rows, (size_t)k, &n) || n > INT64_MAX) return false;
+    *out = (int64_t)n;
+    return true;
+}
+
+static ms_status plan_init(const ms_vocab *v, const int32_t *prompt, int64_t n_prompt, const int32_t *topk_pre,
+                           int64_t k_pre, ms_vocab_plan *p) {
+    if (k_pre < 0) MS_FAIL(MS_ERR_INVALID, "vocab init_stream: negative K_pre %lld", (long long)k_pre);
+    MS_TRY(check_ids(v, "init_stream prompt", prompt, n_prompt));
+    int64_t n_pre;
+    if (!count_of(n_prompt, k_pre, &n_pre)) MS_FAIL(MS_ERR_INVALID, "vocab init_stream: n_prompt·K_pre overflows");
+    MS_TRY(check_ids(v, "init_stream top-K_pre", topk_pre, n_pre));
+    p->reset = true;
+    plan_add(p, false, prompt, n_prompt);
+    plan_add(p, true, topk_pre, n_pre);
+    return MS_OK;
+}
+
+static ms_status plan_round(const ms_vocab *v, const int32_t *tree_ids, int64_t n_tree, const int32_t *ver_topk,
+                            int64_t n_path, int64_t k_ver, ms_vocab_plan *p) {
+    if (n_path < 0 || k_ver < 0)
+        MS_FAIL(MS_ERR_INVALID, "vocab append_round: negative path length %lld or K_ver %lld", (long long)n_path,
+                (long long)k_ver);
+    MS_TRY(check_ids(v, "append_round tree", tree_ids, n_tree));
+    int64_t n_ver;
+    if (!count_of(n_path, k_ver, &n_ver)) MS_FAIL(MS_ERR_INVALID, "vocab append_round: n_path·K_ver overflows");
+    MS_TRY(check_ids(v, "append_round C_ver", ver_topk, n_ver));
+    plan_add(p, true, tree_ids, n_tree); /* C_draft: distinct tree ids in node order */
+    plan_add(p, true, ver_topk, n_ver);  /* C_ver: deduplicated within itself only */
     return MS_OK;
 }
 
 ms_status ms_vocab_init_stream(ms_vocab *v, const int32_t *prompt, int64_t n_prompt, const int32_t *topk_pre,
                                int64_t k_pre) {
     if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
-    if (k_pre < 0) MS_FAIL(MS_ERR_INVALID, "vocab init_stream: negative K_pre %lld", (long long)k_pre);
-    MS_TRY(check_ids(v, "init_stream prompt", prompt, n_prompt));
-    size_t n_pre;
-    if (!ms_mul_size((size_t)n_prompt, (size_t)k_pre, &n_pre) || n_pre > INT64_MAX)
-        MS_FAIL(MS_ERR_INVALID, "vocab init_stream: n_prompt·K_pre overflows");
-    MS_TRY(check_ids(v, "init_stream top-K_pre", topk_pre, (int64_t)n_pre));
-    ms_vocab_reset(v);
-    for (int64_t i = 0; i < n_prompt; i++) stream_push(v, prompt[i]);
-    mirror(v, MS_VOCAB_MIRROR_APPEND, prompt, n_prompt);
-    union_begin(v);
-    for (size_t i = 0; i < n_pre; i++) union_push(v, topk_pre[i]);
-    mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, topk_pre, (int64_t)n_pre);
+    ms_vocab_plan p = {0};
+    MS_TRY(plan_init(v, prompt, n_prompt, topk_pre, k_pre, &p));
+    apply_plan(v, &p);
     return MS_OK;
 }
 
 ms_status ms_vocab_append_round(ms_vocab *v, const int32_t *tree_ids, int64_t n_tree, const int32_t *ver_topk,
                                 int64_t n_path, int64_t k_ver) {
     if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
-    if (n_path < 0 || k_ver < 0)
-        MS_FAIL(MS_ERR_INVALID, "vocab append_round: negative path length %lld or K_ver %lld", (long long)n_path,
-                (long long)k_ver);
-    MS_TRY(check_ids(v, "append_round tree", tree_ids, n_tree));
-    size_t n_ver;
-    if (!ms_mul_size((size_t)n_path, (size_t)k_ver, &n_ver) || n_ver > INT64_MAX)
-        MS_FAIL(MS_ERR_INVALID, "vocab append_round: n_path·K_ver overflows");
-    MS_TRY(check_ids(v, "append_round C_ver", ver_topk, (int64_t)n_ver));
-    union_begin(v); /* C_draft: distinct tree ids in node order */
-    for (int64_t i = 0; i < n_tree; i++) union_push(v, tree_ids[i]);
-    mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, tree_ids, n_tree);
-    union_begin(v); /* C_ver: deduplicated within itself only */
-    for (size_t i = 0; i < n_ver; i++) union_push(v, ver_topk[i]);
-    mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, ver_topk, (int64_t)n_ver);
+    ms_vocab_plan p = {0};
+    MS_TRY(plan_round(v, tree_ids, n_tree, ver_topk, n_path, k_ver, &p));
+    apply_plan(v, &p);
     return MS_OK;
 }
 
 ms_status ms_vocab_append_distinct(ms_vocab *v, const int32_t *ids, int64_t n) {
     if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
     MS_TRY(check_ids(v, "append_distinct", ids, n));
-    union_begin(v);
-    for (int64_t i = 0; i < n; i++) union_push(v, ids[i]);
-    mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, ids, n);
+    apply_step(v, &(ms_vocab_step){.distinct = true, .ids = ids, .n = n});
     return MS_OK;
 }
 
@@ -558,40 +576,64 @@ bool ms_vocab_stream_parse(const char *s, ms_vocab_stream *out) {
     return false;
 }
 
-ms_status ms_vocab_begin_stream(ms_vocab *v, ms_vocab_stream stream, const int32_t *prompt, int64_t n_prompt,
-                                const int32_t *topk_pre, int64_t k_pre) {
+ms_status ms_vocab_begin_plan(const ms_vocab *v, ms_vocab_stream stream, const int32_t *prompt, int64_t n_prompt,
+                              const int32_t *topk_pre, int64_t k_pre, ms_vocab_plan *p) {
+    memset(p, 0, sizeof *p);
+    if ((unsigned)stream > MS_VOCAB_STREAM_EXTENSION)
+        MS_FAIL(MS_ERR_INVALID, "vocab begin_stream: unknown stream %d", (int)stream);
+    if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
     switch (stream) {
-    case MS_VOCAB_STREAM_BOTH: return ms_vocab_init_stream(v, prompt, n_prompt, topk_pre, k_pre);
-    case MS_VOCAB_STREAM_CONTEXT: return ms_vocab_init_stream(v, prompt, n_prompt, NULL, 0);
+    case MS_VOCAB_STREAM_BOTH: return plan_init(v, prompt, n_prompt, topk_pre, k_pre, p);
+    case MS_VOCAB_STREAM_CONTEXT: return plan_init(v, prompt, n_prompt, NULL, 0, p);
     case MS_VOCAB_STREAM_EXTENSION: {
         /* the top-K_pre rows still come one per prompt position */
-        if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
         if (n_prompt < 0 || k_pre < 0)
             MS_FAIL(MS_ERR_INVALID, "vocab begin_stream: negative prompt length %lld or K_pre %lld",
                     (long long)n_prompt, (long long)k_pre);
-        size_t n_pre;
-        if (!ms_mul_size((size_t)n_prompt, (size_t)k_pre, &n_pre) || n_pre > INT64_MAX)
-            MS_FAIL(MS_ERR_INVALID, "vocab begin_stream: n_prompt·K_pre overflows");
-        MS_TRY(check_ids(v, "begin_stream top-K_pre", topk_pre, (int64_t)n_pre));
-        ms_vocab_reset(v);
-        union_begin(v);
-        for (size_t i = 0; i < n_pre; i++) union_push(v, topk_pre[i]);
-        mirror(v, MS_VOCAB_MIRROR_APPEND_DISTINCT, topk_pre, (int64_t)n_pre);
+        int64_t n_pre;
+        if (!count_of(n_prompt, k_pre, &n_pre)) MS_FAIL(MS_ERR_INVALID, "vocab begin_stream: n_prompt·K_pre overflows");
+        MS_TRY(check_ids(v, "begin_stream top-K_pre", topk_pre, n_pre));
+        p->reset = true;
+        plan_add(p, true, topk_pre, n_pre);
         return MS_OK;
     }
     }
     MS_FAIL(MS_ERR_INVALID, "vocab begin_stream: unknown stream %d", (int)stream);
 }
 
+ms_status ms_vocab_round_plan(const ms_vocab *v, ms_vocab_stream stream, const int32_t *tree_ids, int64_t n_tree,
+                              const int32_t *emitted, int64_t n_emit, const int32_t *ver_topk, int64_t n_path,
+                              int64_t k_ver, ms_vocab_plan *p) {
+    memset(p, 0, sizeof *p);
+    if ((unsigned)stream > MS_VOCAB_STREAM_EXTENSION)
+        MS_FAIL(MS_ERR_INVALID, "vocab stream_round: unknown stream %d", (int)stream);
+    if (v->mode != MS_VOCAB_DYNAMIC) return MS_OK;
+    switch (stream) {
+    case MS_VOCAB_STREAM_BOTH:
+    case MS_VOCAB_STREAM_EXTENSION: return plan_round(v, tree_ids, n_tree, ver_topk, n_path, k_ver, p);
+    case MS_VOCAB_STREAM_CONTEXT:
+        MS_TRY(check_ids(v, "append", emitted, n_emit));
+        plan_add(p, false, emitted, n_emit);
+        return MS_OK;
+    }
+    MS_FAIL(MS_ERR_INVALID, "vocab stream_round: unknown stream %d", (int)stream);
+}
+
+ms_status ms_vocab_begin_stream(ms_vocab *v, ms_vocab_stream stream, const int32_t *prompt, int64_t n_prompt,
+                                const int32_t *topk_pre, int64_t k_pre) {
+    ms_vocab_plan p;
+    MS_TRY(ms_vocab_begin_plan(v, stream, prompt, n_prompt, topk_pre, k_pre, &p));
+    apply_plan(v, &p);
+    return MS_OK;
+}
+
 ms_status ms_vocab_stream_round(ms_vocab *v, ms_vocab_stream stream, const int32_t *tree_ids, int64_t n_tree,
                                 const int32_t *emitted, int64_t n_emit, const int32_t *ver_topk, int64_t n_path,
                                 int64_t k_ver) {
-    switch (stream) {
-    case MS_VOCAB_STREAM_BOTH:
-    case MS_VOCAB_STREAM_EXTENSION: return ms_vocab_append_round(v, tree_ids, n_tree, ver_topk, n_path, k_ver);
-    case MS_VOCAB_STREAM_CONTEXT: return ms_vocab_append(v, emitted, n_emit);
-    }
-    MS_FAIL(MS_ERR_INVALID, "vocab stream_round: unknown stream %d", (int)stream);
+    ms_vocab_plan p;
+    MS_TRY(ms_vocab_round_plan(v, stream, tree_ids, n_tree, emitted, n_emit, ver_topk, n_path, k_ver, &p));
+    apply_plan(v, &p);
+    return MS_OK;
 }
 
 /* ---- rows and maps ---------------------------------------------------------- */

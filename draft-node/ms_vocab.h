@@ -202,21 +202,33 @@ void ms_vocab_logits_q(const ms_vocab *v, const float *x, const ms_q8_act *xq, i
 void ms_vocab_logits_indexed_q(const ms_vocab *v, const ms_qweight *W, const float *x, const ms_q8_act *xq, int64_t n,
                                float *out);
 
-/* ---- mirror hook (a device twin fed the same stream) -------------------- */
+/* ---- stream plans (the feed of a device twin of the window) -------------- */
 
-/* Dynamic: called with every change of the stream, in order, after the CPU
- * window has applied it and after validation (a rejected call mirrors
- * nothing): RESET (ids NULL, n 0), APPEND (ids [n], plain entries, as
- * ms_vocab_append) and APPEND_DISTINCT (the union of ids [n] in
- * first-occurrence order, as ms_vocab_append_distinct). init_stream,
- * append_round, begin_stream and stream_round are reported as the sequence
- * of these they are made of (e.g. append_round = two APPEND_DISTINCT), so a
- * twin replaying the calls holds the same window and slot layout. Calls with
- * n == 0 are not reported. ids is valid only during the call. fn NULL
- * removes the hook. Full/static: never called. */
-typedef enum { MS_VOCAB_MIRROR_RESET = 0, MS_VOCAB_MIRROR_APPEND, MS_VOCAB_MIRROR_APPEND_DISTINCT } ms_vocab_mirror_op;
-typedef void (*ms_vocab_mirror_fn)(void *ctx, ms_vocab_mirror_op op, const int32_t *ids, int64_t n);
-void ms_vocab_set_mirror(ms_vocab *v, ms_vocab_mirror_fn fn, void *ctx);
+/* The changes one begin_stream / stream_round makes to a dynamic window's
+ * stream, as data: an optional reset, then ≤ 2 steps in order, each plain
+ * entries (as ms_vocab_append) or the union of ids [n] in first-occurrence
+ * order (as ms_vocab_append_distinct); steps with n == 0 are left out. The
+ * plan functions validate exactly as the calls they describe (a rejected
+ * call plans nothing) and never change v; begin_stream / stream_round are
+ * their plan applied to this window. A twin of the window (the device one
+ * in kernels/cuda/ms_k_cuda_vocab.cu) applying the same plans holds the same
+ * window and slot layout. ids point into the caller's arrays. Full/static:
+ * an empty plan. */
+typedef struct {
+    bool distinct;
+    const int32_t *ids;
+    int64_t n;
+} ms_vocab_step;
+typedef struct {
+    bool reset;
+    int n_steps;
+    ms_vocab_step step[2];
+} ms_vocab_plan;
+ms_status ms_vocab_begin_plan(const ms_vocab *v, ms_vocab_stream stream, const int32_t *prompt, int64_t n_prompt,
+                              const int32_t *topk_pre, int64_t k_pre, ms_vocab_plan *p);
+ms_status ms_vocab_round_plan(const ms_vocab *v, ms_vocab_stream stream, const int32_t *tree_ids, int64_t n_tree,
+                              const int32_t *emitted, int64_t n_emit, const int32_t *ver_topk, int64_t n_path,
+                              int64_t k_ver, ms_vocab_plan *p);
 
 /* Work counters (tests, stats): stream entries appended, rows gathered from W
  * (ids entering), rows moved by swap-remove. Cumulative since creation. */

@@ -4,7 +4,9 @@
  * CUDA issue on, a CUDA twin with the same signature shape (kernels/cuda).
  * Device, dtype and stream are chosen once, when the table is made; callers
  * only ever go through the table. Buffers are dense row-major; activations are
- * in the table's act dtype (f32 on CPU), logits are always f32.
+ * in the table's act dtype (f32 on CPU), logits are always f32. What else
+ * differs per device (buffers, copies, sync, the linear over a typed weight,
+ * recorded forwards, the draft head) is the backend table, ms_k_backend.h.
  *
  * Shapes use: n = rows (tokens), d = hidden, k/m = GEMM in/out, hd = head_dim.
  */

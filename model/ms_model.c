@@ -6,25 +6,26 @@
  * logits = lm_head · norm(x)   (lm_head = embed_tokens when tied).
  *
  * Backends. The same op sequence (run_layers) runs on the CPU table (f32
- * activations and weights) or on the CUDA table (BF16 / F16 activations and
- * weights, device memory). Buffers are `void *` of `es`-byte elements so the
- * one sequence serves both; on the CPU every pointer is what it always was.
+ * activations and weights) or on a device table (CUDA: BF16 / F16
+ * activations and weights, device memory). Everything else that differs per
+ * device — buffers, copies, synchronisation, the linear over a typed weight,
+ * recorded forwards — goes through the backend table (ms_k_backend.h), picked
+ * once at load. Buffers are `void *` of `es`-byte elements so the one
+ * sequence serves both; on the CPU every pointer is what it always was.
  *
  * CPU weights: F32 tensors aligned in the mmap are used in place; others are
- * converted to owned f32 once at load. CUDA weights: converted to act on the
- * host chunk by chunk and uploaded once. The KV cache is
- * [layer][max_ctx][kv_dim] for K and V; every activation buffer is sized for
- * max_batch rows at load.
+ * converted to owned f32 once at load; GGUF matrices stay in their block
+ * formats. Device weights: converted to act on the host chunk by chunk and
+ * uploaded once. The KV cache is [layer][max_ctx][kv_dim] for K and V; every
+ * activation buffer is sized for max_batch rows at load.
  *
- * CUDA forward: host tokens / positions / mask are copied into pinned
+ * Device forward: host tokens / positions / mask are copied into pinned
  * staging, uploaded asynchronously into fixed device staging, then the op
- * sequence runs on the model's stream — recorded into a CUDA graph per shape
- * key (rows, logits mode, masked; a key's first call runs eagerly so every
- * kernel is chosen and loaded before capture) and replayed through an
- * executable graph that is updated in place when only parameters changed
- * (ms_k_cuda.h) — and
- * only the requested f32 logits rows come back. One synchronisation per
- * forward, which also reports errors the ops recorded.
+ * sequence runs on the model's stream through the backend's recorded forward
+ * per shape key (rows, logits mode, masked: ms_k_backend.graph_run; on CUDA a
+ * graph, cuda/ms_k_cuda_backend.c), and only the requested f32 logits rows
+ * come back. One synchronisation per forward, which also reports errors the
+ * ops recorded.
  */
 #include "ms_model.h"
 
@@ -35,14 +36,11 @@
 
 #include "cuda/ms_k_cuda_random.h"
 #include "ms_gguf.h"
+#include "ms_k_backend.h"
 #include "ms_qdot.h"
 #include "ms_quant.h"
 #include "ms_safetensors.h"
 #include "ms_weights.h"
-
-#ifdef MS_HAVE_CUDA
-#include "ms_k_cuda.h"
-#endif
 
 typedef struct {
     const void *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *q_norm, *k_norm;
@@ -64,6 +62,7 @@ typedef struct {
 struct ms_model {
     ms_hfconfig cfg;
     const ms_k_ops *ops;
+    const ms_k_backend *be; /* buffers, copies, sync, typed linear, recorded forwards of ops' device */
     int cuda_dev;      /* -1: CPU */
     ms_dtype wdtype;   /* storage dtype of weights and activations: F32 (CPU) or act (CUDA) */
     size_t es;         /* bytes per element of wdtype */
@@ -97,10 +96,10 @@ struct ms_model {
     float *scores; /* [max_ctx] CPU attention scratch */
     int32_t *pos;  /* [B] host positions of the current forward */
 
-    /* CUDA only (NULL / 0 on CPU) */
+    /* device only (NULL / 0 on CPU) */
     void *stream;
     ms_k_rope rope_dev; /* cos/sin in device memory */
-    void **dev_bufs;    /* every device allocation, freed with the model */
+    void **dev_bufs;    /* every alloc_buf allocation, freed with the model */
     int64_t n_dev_bufs, cap_dev_bufs;
     float *d_logits;    /* [B, V] f32 */
     int32_t *d_tokens, *d_pos; /* [B] device staging */
@@ -114,10 +113,8 @@ struct ms_model {
     float *hidden_host;   /* [B, d] f32 copy for ms_model_hidden */
     bool hidden_fresh;
     float *lm_head_host;  /* [V, d] f32, made on first ms_model_lm_head */
-    void **graphs;        /* [(B + 1) · 3 · 2] ms_k_cuda_graph * per shape key */
-    uint8_t *key_seen;    /* [(B + 1) · 3 · 2] the key ran once eagerly */
+    ms_k_graphs *graphs;  /* recorded forwards, one per shape key: [(B + 1) · 3 · 2] */
     int no_graphs;
-    int64_t n_inst, n_upd;
 };
 
 static void *el(const void *p, int64_t i, size_t es) { return (char *)p + (size_t)i * es; }
@@ -141,12 +138,10 @@ ms_status ms_model_device_parse(const char *s, int *cuda_dev) {
 
 /* ---- buffers --------------------------------------------------------------- */
 
-/* A zeroed buffer of a·b elements of the model's dtype: host f32 on CPU,
- * device memory on CUDA (tracked in dev_bufs). */
+/* A buffer of a·b elements of the model's dtype from the backend: zeroed
+ * host f32 on CPU, device memory on a device (tracked in dev_bufs). */
 static ms_status alloc_buf(ms_model *m, void **p, int64_t a, int64_t b) {
     *p = NULL;
-    if (m->cuda_dev < 0) return ms_alloc_f32((float **)p, a, b);
-#ifdef MS_HAVE_CUDA
     size_t n;
     if (a < 0 || b < 0 || !ms_mul_size((size_t)a, (size_t)b, &n) || !ms_mul_size(n, m->es, &n))
         MS_FAIL(MS_ERR_RANGE, "device buffer of %lld x %lld elements overflows", (long long)a, (long long)b);
@@ -158,17 +153,13 @@ static ms_status alloc_buf(ms_model *m, void **p, int64_t a, int64_t b) {
         m->cap_dev_bufs = c;
     }
     void *d = NULL;
-    MS_TRY(ms_k_cuda_malloc(&d, n ? n : 1));
+    MS_TRY(m->be->buf_alloc(&d, n));
     m->dev_bufs[m->n_dev_bufs++] = d;
     *p = d;
     return MS_OK;
-#else
-    MS_FAIL(MS_ERR_UNSUPPORTED, "CUDA buffer on a build without CUDA");
-#endif
 }
 
-#ifdef MS_HAVE_CUDA
-/* Device buffer of raw bytes (staging, logits), tracked like alloc_buf. */
+/* Buffer of raw bytes (staging, logits), tracked like alloc_buf. */
 static ms_status alloc_dev_bytes(ms_model *m, void **p, size_t bytes) {
     size_t es = m->es;
     m->es = 1;
@@ -176,11 +167,9 @@ static ms_status alloc_dev_bytes(ms_model *m, void **p, size_t bytes) {
     m->es = es;
     return st;
 }
-#endif
 
 /* ---- weights ------------------------------------------------------------------ */
 
-#ifdef MS_HAVE_CUDA
 /* Upload tensor t (F32/F16/BF16, nelem n) to dev as act: uploaded as is when
  * already act, else converted on the host UPLOAD_CHUNK elements at a time. */
 static ms_status upload_tensor(ms_model *m, void *dev, const ms_tensor *t, int64_t n) {
@@ -194,11 +183,10 @@ static ms_status upload_tensor(ms_model *m, void *dev, const ms_tensor *t, int64
             ms_convert_to_f32(m->h_f32, src, t->dtype, c);
             ms_convert_from_f32(m->h_act, m->wdtype, m->h_f32, c);
         }
-        MS_TRY(ms_k_cuda_upload(m->ops, el(dev, at, m->es), m->h_act, (size_t)c * m->es));
+        MS_TRY(m->be->upload(m->ops, el(dev, at, m->es), m->h_act, (size_t)c * m->es));
     }
     return MS_OK;
 }
-#endif
 
 /* A weight [d0] (ndim 1) or [d0, d1]: from the checkpoint when the model has
  * one, else seeded random with deviation `scale` around `offset`. */
@@ -206,7 +194,7 @@ static ms_status get_weight(ms_model *m, const char *name, int ndim, int64_t d0,
                             float offset, const void **out) {
     *out = NULL;
     const int64_t n = ndim == 1 ? d0 : d0 * d1;
-    if (m->st && m->cuda_dev < 0) {
+    if (m->st && !m->be->on_device) {
         const float *p;
         MS_TRY(ms_weights_get(&m->weights, m->st, name, ndim, d0, d1, &p));
         *out = p;
@@ -214,7 +202,7 @@ static ms_status get_weight(ms_model *m, const char *name, int ndim, int64_t d0,
     }
     if (!m->st) {
         const uint64_t seed = ms_k_random_mix(m->seed ^ (0x632BE59BD9B4E019ull * (uint64_t)++m->n_random));
-        if (m->cuda_dev < 0) {
+        if (!m->be->on_device) {
             float *p;
             MS_TRY(ms_alloc_f32(&p, d0, ndim == 1 ? 1 : d1));
             MS_TRY(ms_weights_own(&m->weights, p));
@@ -222,15 +210,12 @@ static ms_status get_weight(ms_model *m, const char *name, int ndim, int64_t d0,
             *out = p;
             return MS_OK;
         }
-#ifdef MS_HAVE_CUDA
         void *d;
         MS_TRY(alloc_buf(m, &d, d0, ndim == 1 ? 1 : d1));
-        MS_TRY(ms_k_cuda_fill_random(m->ops, d, n, seed, scale, offset));
+        MS_TRY(m->be->fill_random(m->ops, d, n, seed, scale, offset));
         *out = d;
         return MS_OK;
-#endif
     }
-#ifdef MS_HAVE_CUDA
     int64_t shape[2] = {d0, d1};
     ms_tensor t;
     MS_TRY(ms_st_get_shaped(m->st, name, ndim, shape, &t));
@@ -242,9 +227,6 @@ static ms_status get_weight(ms_model *m, const char *name, int ndim, int64_t d0,
     MS_TRY(upload_tensor(m, d, &t, n));
     *out = d;
     return MS_OK;
-#else
-    MS_FAIL(MS_ERR_UNSUPPORTED, "CUDA weights on a build without CUDA");
-#endif
 }
 
 #define NORM_DEV 0.05f
@@ -386,40 +368,32 @@ static ms_status load_weights_gguf(ms_model *m) {
 
 /* ---- construction ------------------------------------------------------------ */
 
-/* Backend selection: the op table (CPU, or CUDA on its own stream with a
- * fixed cuBLAS workspace) and the staging buffers. `what` names the model
- * in errors. */
+/* Backend selection: the backend table of the device, its op table (CPU,
+ * or a device table on its own stream) and the staging buffers. `what`
+ * names the model in errors. */
 static ms_status open_backend(ms_model *m, const ms_model_opts *o, const char *what) {
     MS_TRY(ms_model_device_parse(o->device, &m->cuda_dev));
-    if (m->cuda_dev < 0) {
-        m->ops = ms_k_cpu_ops();
+    MS_TRY(ms_k_backend_for(m->cuda_dev, what, &m->be));
+    if (!m->be->on_device) {
+        MS_TRY(m->be->open(m->cuda_dev, MS_DTYPE_F32, &m->ops, &m->stream));
         m->wdtype = MS_DTYPE_F32;
         m->es = sizeof(float);
         return MS_OK;
     }
-#ifdef MS_HAVE_CUDA
     ms_dtype act = o->act ? o->act : MS_DTYPE_BF16;
     if (act != MS_DTYPE_BF16 && act != MS_DTYPE_F16)
         MS_FAIL(MS_ERR_INVALID, "%s: CUDA activation dtype %s unsupported (BF16 or F16)", what, ms_dtype_name(act));
-    MS_TRY(ms_k_cuda_set_device(m->cuda_dev));
-    MS_TRY(ms_k_cuda_stream_new(&m->stream));
-    m->ops = ms_k_cuda_ops(act, m->stream);
-    if (!m->ops) MS_FAIL(MS_ERR_INTERNAL, "%s: cannot make the CUDA op table on cuda:%d", what, m->cuda_dev);
-    MS_TRY(ms_k_cuda_blas_workspace(m->ops, MS_K_CUDA_BLAS_WS_BYTES));
+    MS_TRY(m->be->open(m->cuda_dev, act, &m->ops, &m->stream));
     m->wdtype = act;
     m->es = ms_dtype_size(act);
     m->no_graphs = o->no_graphs;
-    MS_TRY(ms_k_cuda_host_alloc(&m->h_act, (size_t)UPLOAD_CHUNK * m->es));
+    MS_TRY(m->be->host_alloc(&m->h_act, (size_t)UPLOAD_CHUNK * m->es));
     m->h_f32 = ms_malloc((size_t)UPLOAD_CHUNK * sizeof(float));
     if (!m->h_f32) return MS_ERR_NOMEM;
     char dev[256];
-    if (ms_k_cuda_device_info(m->cuda_dev, dev, sizeof dev) == MS_OK)
+    if (m->be->device_info(m->cuda_dev, dev, sizeof dev) == MS_OK)
         MS_LOG_INFO("%s: cuda:%d %s, %s", what, m->cuda_dev, dev, m->ops->name);
     return MS_OK;
-#else
-    MS_FAIL(MS_ERR_UNSUPPORTED, "%s: device \"%s\" requested, but this program was built without CUDA", what,
-            o->device);
-#endif
 }
 
 /* Sizes from the config and the options; checked against the config. */
@@ -473,39 +447,35 @@ static ms_status alloc_state(ms_model *m) {
     MS_TRY(alloc_buf(m, &m->hidden, B, m->d));
     m->pos = ms_calloc((size_t)B, sizeof *m->pos);
     if (!m->pos) return MS_ERR_NOMEM;
-    if (m->cuda_dev < 0) return ms_alloc_f32(&m->scores, m->max_ctx, 1);
-#ifdef MS_HAVE_CUDA
+    if (!m->be->on_device) return ms_alloc_f32(&m->scores, m->max_ctx, 1);
+    const ms_k_backend *be = m->be;
     size_t lb;
     if (!ms_mul_size((size_t)B, (size_t)m->vocab * sizeof(float), &lb))
         MS_FAIL(MS_ERR_RANGE, "logits buffer of %lld x %lld overflows", (long long)B, (long long)m->vocab);
-    MS_TRY(ms_k_cuda_rope_upload(&m->rope, &m->rope_dev));
+    MS_TRY(be->rope_upload(&m->rope, &m->rope_dev));
     MS_TRY(alloc_dev_bytes(m, (void **)&m->d_logits, lb));
     MS_TRY(alloc_dev_bytes(m, (void **)&m->d_tokens, (size_t)B * sizeof(int32_t)));
     MS_TRY(alloc_dev_bytes(m, (void **)&m->d_pos, (size_t)B * sizeof(int32_t)));
     MS_TRY(alloc_dev_bytes(m, (void **)&m->d_mask, 64 * sizeof(uint64_t)));
     MS_TRY(alloc_dev_bytes(m, (void **)&m->d_src, MOVE_CHUNK * sizeof(int64_t)));
     MS_TRY(alloc_dev_bytes(m, (void **)&m->d_dst, MOVE_CHUNK * sizeof(int64_t)));
-    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_tokens, (size_t)B * sizeof(int32_t)));
-    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_pos, (size_t)B * sizeof(int32_t)));
-    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_mask, 64 * sizeof(uint64_t)));
-    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_src, MOVE_CHUNK * sizeof(int64_t)));
-    MS_TRY(ms_k_cuda_host_alloc((void **)&m->h_dst, MOVE_CHUNK * sizeof(int64_t)));
+    MS_TRY(be->host_alloc((void **)&m->h_tokens, (size_t)B * sizeof(int32_t)));
+    MS_TRY(be->host_alloc((void **)&m->h_pos, (size_t)B * sizeof(int32_t)));
+    MS_TRY(be->host_alloc((void **)&m->h_mask, 64 * sizeof(uint64_t)));
+    MS_TRY(be->host_alloc((void **)&m->h_src, MOVE_CHUNK * sizeof(int64_t)));
+    MS_TRY(be->host_alloc((void **)&m->h_dst, MOVE_CHUNK * sizeof(int64_t)));
     MS_TRY(ms_alloc_f32(&m->hidden_host, B, m->d));
-    m->graphs = ms_calloc((size_t)(B + 1) * 6, sizeof *m->graphs);
-    m->key_seen = ms_calloc((size_t)(B + 1) * 6, 1);
-    if (!m->graphs || !m->key_seen) return MS_ERR_NOMEM;
+    MS_TRY(be->graphs_new((B + 1) * 6, m->no_graphs, &m->graphs));
     /* device memory comes uninitialised; the CPU twin's is zeroed */
     const size_t cache = (size_t)(m->n_layers * m->max_ctx * m->kv_dim) * m->es;
-    MS_TRY(ms_k_cuda_memset_async(m->ops, m->kcache, 0, cache));
-    MS_TRY(ms_k_cuda_memset_async(m->ops, m->vcache, 0, cache));
-    MS_TRY(ms_k_cuda_memset_async(m->ops, m->hidden, 0, (size_t)(B * m->d) * m->es));
+    MS_TRY(be->memset_async(m->ops, m->kcache, 0, cache));
+    MS_TRY(be->memset_async(m->ops, m->vcache, 0, cache));
+    MS_TRY(be->memset_async(m->ops, m->hidden, 0, (size_t)(B * m->d) * m->es));
     /* Nothing may allocate during a forward (graph capture): attention's
      * split-KV workspace for every batch size up to B over the whole cache. */
-    MS_TRY(ms_k_cuda_attn_reserve(m->ops, B, m->n_heads, m->hd, m->max_ctx));
+    MS_TRY(be->attn_reserve(m->ops, B, m->n_heads, m->hd, m->max_ctx));
     /* the random fills and uploads above ran on the stream: finish them */
-    MS_TRY(ms_k_cuda_sync(m->ops));
-#endif
-    return MS_OK;
+    return be->sync(m->ops);
 }
 
 /* A GGUF file: configuration from its metadata, weights kept in their stored
@@ -615,25 +585,20 @@ fail:
 void ms_model_free(ms_model **pm) {
     ms_model *m = *pm;
     if (!m) return;
-#ifdef MS_HAVE_CUDA
-    if (m->cuda_dev >= 0) {
-        if (ms_k_cuda_set_device(m->cuda_dev) != MS_OK) MS_LOG_WARN("model free: cannot select cuda:%d", m->cuda_dev);
-        if (m->graphs)
-            for (int64_t i = 0; i < (m->max_batch + 1) * 6; i++) ms_k_cuda_graph_free((ms_k_cuda_graph **)&m->graphs[i]);
-        ms_k_cuda_ops_destroy(&m->ops); /* waits for the stream */
-        for (int64_t i = 0; i < m->n_dev_bufs; i++) ms_k_cuda_free(&m->dev_bufs[i]);
-        ms_k_cuda_rope_free(&m->rope_dev);
-        ms_k_cuda_host_free((void **)&m->h_tokens);
-        ms_k_cuda_host_free((void **)&m->h_pos);
-        ms_k_cuda_host_free((void **)&m->h_mask);
-        ms_k_cuda_host_free((void **)&m->h_src);
-        ms_k_cuda_host_free((void **)&m->h_dst);
-        ms_k_cuda_host_free(&m->h_act);
-        ms_k_cuda_stream_free(&m->stream);
+    const ms_k_backend *be = m->be;
+    if (be) { /* NULL: the backend was never picked */
+        if (be->set_device(m->cuda_dev) != MS_OK) MS_LOG_WARN("model free: cannot select cuda:%d", m->cuda_dev);
+        if (m->graphs) be->graphs_free(&m->graphs);
+        be->close(m->cuda_dev, &m->ops, &m->stream); /* waits for the stream */
+        for (int64_t i = 0; i < m->n_dev_bufs; i++) be->buf_free(&m->dev_bufs[i]);
+        if (be->on_device) be->rope_free(&m->rope_dev);
+        be->host_free((void **)&m->h_tokens);
+        be->host_free((void **)&m->h_pos);
+        be->host_free((void **)&m->h_mask);
+        be->host_free((void **)&m->h_src);
+        be->host_free((void **)&m->h_dst);
+        be->host_free(&m->h_act);
     }
-#endif
-    free(m->graphs);
-    free(m->key_seen);
     free(m->dev_bufs);
     free(m->h_f32);
     free(m->hidden_host);
@@ -644,17 +609,6 @@ void ms_model_free(ms_model **pm) {
     ms_q8_act_free(&m->act);
     ms_k_rope_free(&m->rope);
     ms_k_rope_free(&m->rope_local);
-    if (m->cuda_dev < 0) { /* on CUDA these are device buffers, freed above */
-        free(m->kcache);
-        free(m->vcache);
-        free(m->x);
-        free(m->xb);
-        free(m->q);
-        free(m->att);
-        free(m->hb);
-        free(m->hb2);
-        free(m->hidden);
-    }
     free(m->scores);
     free(m->pos);
     ms_st_close(&m->st);
@@ -672,25 +626,23 @@ void ms_model_reset(ms_model *m) { m->len = 0; }
 const ms_k_ops *ms_model_ops(const ms_model *m) { return m->ops; }
 void *ms_model_stream(const ms_model *m) { return m->stream; }
 int ms_model_device(const ms_model *m) { return m->cuda_dev; }
-const void *ms_model_hidden_dev(const ms_model *m) { return m->cuda_dev >= 0 ? m->hidden : NULL; }
-const void *ms_model_lm_head_dev(const ms_model *m) { return m->cuda_dev >= 0 ? m->lm_head : NULL; }
+const void *ms_model_hidden_dev(const ms_model *m) { return m->be->on_device ? m->hidden : NULL; }
+const void *ms_model_lm_head_dev(const ms_model *m) { return m->be->on_device ? m->lm_head : NULL; }
 
 void ms_model_graph_counts(const ms_model *m, int64_t *inst, int64_t *upd) {
-    if (inst) *inst = m->n_inst;
-    if (upd) *upd = m->n_upd;
+    m->be->graph_counts(m->graphs, inst, upd);
 }
 
 /* The host copies below are caches filled on demand by const accessors: the
  * model object itself is never const (it is allocated by ms_model_load). */
 const float *ms_model_hidden(const ms_model *cm) {
-    if (cm->cuda_dev < 0) return (const float *)cm->hidden;
-#ifdef MS_HAVE_CUDA
+    if (!cm->be->on_device) return (const float *)cm->hidden;
     ms_model *m = (ms_model *)cm;
     if (m->hidden_fresh) return m->hidden_host;
     const int64_t n = m->last_n * m->d; /* ≤ B·d; converted in UPLOAD_CHUNK pieces */
     for (int64_t at = 0; at < n; at += UPLOAD_CHUNK) {
         const int64_t c = n - at < UPLOAD_CHUNK ? n - at : UPLOAD_CHUNK;
-        if (ms_k_cuda_download(m->ops, m->h_act, el(m->hidden, at, m->es), (size_t)c * m->es) != MS_OK) {
+        if (m->be->download(m->ops, m->h_act, el(m->hidden, at, m->es), (size_t)c * m->es) != MS_OK) {
             MS_LOG_ERROR("model hidden: download failed; the host copy is stale");
             return m->hidden_host;
         }
@@ -698,9 +650,6 @@ const float *ms_model_hidden(const ms_model *cm) {
     }
     m->hidden_fresh = true;
     return m->hidden_host;
-#else
-    return NULL;
-#endif
 }
 
 const ms_qweight *ms_model_lm_head_q(const ms_model *m) { return m->gg ? &m->lm_head_q : NULL; }
@@ -711,8 +660,7 @@ const float *ms_model_lm_head(const ms_model *cm) {
         MS_LOG_ERROR("model lm_head: a GGUF head stays in its block format (ms_model_lm_head_q)");
         return NULL;
     }
-    if (cm->cuda_dev < 0) return (const float *)cm->lm_head;
-#ifdef MS_HAVE_CUDA
+    if (!cm->be->on_device) return (const float *)cm->lm_head;
     ms_model *m = (ms_model *)cm;
     if (m->lm_head_host) return m->lm_head_host;
     float *h;
@@ -724,7 +672,7 @@ const float *ms_model_lm_head(const ms_model *cm) {
     const int64_t n = m->vocab * m->d;
     for (int64_t at = 0; at < n; at += UPLOAD_CHUNK) {
         const int64_t c = n - at < UPLOAD_CHUNK ? n - at : UPLOAD_CHUNK;
-        if (ms_k_cuda_download(m->ops, m->h_act, el(m->lm_head, at, m->es), (size_t)c * m->es) != MS_OK) {
+        if (m->be->download(m->ops, m->h_act, el(m->lm_head, at, m->es), (size_t)c * m->es) != MS_OK) {
             free(h);
             return NULL;
         }
@@ -732,9 +680,6 @@ const float *ms_model_lm_head(const ms_model *cm) {
     }
     m->lm_head_host = h;
     return h;
-#else
-    return NULL;
-#endif
 }
 
 /* ---- forward ------------------------------------------------------------- */
@@ -748,20 +693,19 @@ ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const 
  * came from GGUF, else w in the backend's dtype through the op table. */
 static void lin(const ms_model *m, void *y, const void *x, const void *w, const ms_qweight *q, const void *b,
                 int64_t n, int64_t k, int64_t mo) {
-    if (!q) {
-        m->ops->linear(m->ops->ctx, y, x, w, b, n, k, mo);
-    } else if (m->f32_matmul) {
-        ms_q_linear(y, x, q, b, n);
-    } else {
+    const ms_q8_act *xq = NULL;
+    if (q && !m->f32_matmul) {
         /* x was quantized by quant() for this and the matmuls sharing it */
         MS_ASSERT(m->act_src == x && m->act.n == n && m->act.k == k);
-        ms_qdot_linear(y, &m->act, q, b);
+        xq = &m->act;
     }
+    m->be->linear(m->ops, y, x, w, q, xq, b, n, k, mo);
 }
 
 /* lin for the matmuls that read the same x (q, k, v; gate, up): on the
  * GGUF 8-bit path one pool round for all of them (ms_qdot_linear_multi,
- * the same bits as one lin each); else one lin each. */
+ * the same bits as one lin each; GGUF weights load on the CPU backend
+ * only); else one lin each. */
 typedef struct {
     void *y;
     const void *w;
@@ -852,63 +796,53 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
     if (mode == MS_LOGITS_NONE) return MS_OK;
     const int64_t rows = mode == MS_LOGITS_LAST ? 1 : n;
     const void *h = mode == MS_LOGITS_LAST ? el(m->hidden, (n - 1) * d, (size_t)es) : m->hidden;
-    if (m->cuda_dev < 0) {
-        quant(m, h, rows, d);
-        lin(m, logits, h, m->lm_head, m->gg ? &m->lm_head_q : NULL, NULL, rows, d, m->vocab);
-        return MS_OK;
-    }
-#ifdef MS_HAVE_CUDA
-    return ms_k_cuda_linear_f32out(k, logits, h, m->lm_head, rows, d, m->vocab);
-#else
-    return MS_ERR_UNSUPPORTED;
-#endif
+    quant(m, h, rows, d);
+    return m->be->linear_f32out(k, logits, h, m->lm_head, m->gg ? &m->lm_head_q : NULL,
+                                m->gg && !m->f32_matmul ? &m->act : NULL, rows, d, m->vocab);
 }
 
-#ifdef MS_HAVE_CUDA
-/* The CUDA forward after validation: staging, the op sequence (through a
- * graph unless no_graphs), logits rows down, one synchronisation. */
-static ms_status forward_cuda(ms_model *m, const int32_t *tokens, int64_t n, const uint64_t *mask,
-                              const ms_k_attn_shape *shape, ms_logits_mode mode, float *logits) {
+/* run_layers over the device staging, as a recorded forward's body. */
+typedef struct {
+    ms_model *m;
+    const uint64_t *mask;
+    const ms_k_attn_shape *shape;
+    ms_logits_mode mode;
+} dev_run;
+
+static ms_status dev_run_layers(void *arg) {
+    const dev_run *r = arg;
+    ms_model *m = r->m;
+    return run_layers(m, m->d_tokens, m->d_pos, r->mask, r->shape, &m->rope_dev, r->mode, m->d_logits);
+}
+
+/* The device forward after validation: staging, the op sequence (a recorded
+ * forward per shape key), logits rows down, one synchronisation. */
+static ms_status forward_dev(ms_model *m, const int32_t *tokens, int64_t n, const uint64_t *mask,
+                             const ms_k_attn_shape *shape, ms_logits_mode mode, float *logits) {
     const ms_k_ops *k = m->ops;
-    MS_TRY(ms_k_cuda_set_device(m->cuda_dev));
+    const ms_k_backend *be = m->be;
+    MS_TRY(be->set_device(m->cuda_dev));
     memcpy(m->h_tokens, tokens, (size_t)n * sizeof(int32_t));
     memcpy(m->h_pos, m->pos, (size_t)n * sizeof(int32_t));
-    MS_TRY(ms_k_cuda_upload_async(k, m->d_tokens, m->h_tokens, (size_t)n * sizeof(int32_t)));
-    MS_TRY(ms_k_cuda_upload_async(k, m->d_pos, m->h_pos, (size_t)n * sizeof(int32_t)));
+    MS_TRY(be->upload_async(k, m->d_tokens, m->h_tokens, (size_t)n * sizeof(int32_t)));
+    MS_TRY(be->upload_async(k, m->d_pos, m->h_pos, (size_t)n * sizeof(int32_t)));
     if (mask) {
         memcpy(m->h_mask, mask, (size_t)n * sizeof(uint64_t));
-        MS_TRY(ms_k_cuda_upload_async(k, m->d_mask, m->h_mask, (size_t)n * sizeof(uint64_t)));
+        MS_TRY(be->upload_async(k, m->d_mask, m->h_mask, (size_t)n * sizeof(uint64_t)));
     }
-    const uint64_t *dmask = mask ? m->d_mask : NULL;
-    ms_status st;
     /* key: (rows, logits mode, masked); n ≤ B, mode < 3 */
     const int64_t key = (n * 3 + (int64_t)mode) * 2 + (mask ? 1 : 0);
-    if (m->no_graphs || !m->key_seen[key]) {
-        /* A key's first call runs eagerly: cuBLAS picks and loads its kernels
-         * and every module is loaded before anything is captured. */
-        st = run_layers(m, m->d_tokens, m->d_pos, dmask, shape, &m->rope_dev, mode, m->d_logits);
-        m->key_seen[key] = 1;
-    } else {
-        ms_k_cuda_graph **g = (ms_k_cuda_graph **)&m->graphs[key];
-        MS_TRY(ms_k_cuda_capture_begin(k));
-        st = run_layers(m, m->d_tokens, m->d_pos, dmask, shape, &m->rope_dev, mode, m->d_logits);
-        int ev = 0;
-        ms_status se = ms_k_cuda_capture_end(k, g, &ev); /* always: ends the capture */
-        if (st == MS_OK) st = se;
-        if (ev == MS_K_CUDA_GRAPH_INSTANTIATED) m->n_inst++;
-        if (ev == MS_K_CUDA_GRAPH_UPDATED) m->n_upd++;
-        if (st == MS_OK) st = ms_k_cuda_graph_launch(k, *g);
-    }
+    dev_run r = {.m = m, .mask = mask ? m->d_mask : NULL, .shape = shape, .mode = mode};
+    ms_status st = be->graph_run(k, m->graphs, key, dev_run_layers, &r);
     if (st == MS_OK && mode != MS_LOGITS_NONE) {
         const int64_t rows = mode == MS_LOGITS_LAST ? 1 : n;
-        st = ms_k_cuda_download_async(k, logits, m->d_logits, (size_t)(rows * m->vocab) * sizeof(float));
+        st = be->download_async(k, logits, m->d_logits, (size_t)(rows * m->vocab) * sizeof(float));
     }
     /* always synchronise: the pinned staging is reused by the next call, and
      * errors the ops recorded come back here */
-    ms_status ss = ms_k_cuda_sync(k);
+    ms_status ss = be->sync(k);
     return st < 0 ? st : ss;
 }
-#endif
 
 ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n, const int32_t *pos,
                                   const uint64_t *mask, int64_t mask_back, ms_logits_mode mode, float *logits) {
@@ -944,13 +878,11 @@ ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n,
                                    .mask_back = mask ? mask_back : 0,
                                    .window = 0,
                                    .q_pos = m->pos};
-    if (m->cuda_dev < 0) {
+    if (!m->be->on_device) {
         MS_TRY(run_layers(m, tokens, m->pos, mask, &shape, &m->rope, mode, logits));
     } else {
-#ifdef MS_HAVE_CUDA
         m->hidden_fresh = false;
-        MS_TRY(forward_cuda(m, tokens, n, mask, &shape, mode, logits));
-#endif
+        MS_TRY(forward_dev(m, tokens, n, mask, &shape, mode, logits));
     }
     m->len += n;
     m->last_n = n;
@@ -989,8 +921,9 @@ ms_status ms_model_compact(ms_model *m, int64_t base, const int64_t *rows, int64
     }
     /* Ascending order with dst ≤ src never overwrites a row still to be read. */
     int64_t hsrc[MOVE_CHUNK], hdst[MOVE_CHUNK];
-    const bool cuda = m->cuda_dev >= 0;
-    int64_t *src = cuda ? m->h_src : hsrc, *dst = cuda ? m->h_dst : hdst;
+    const ms_k_backend *be = m->be;
+    const bool dev = be->on_device;
+    int64_t *src = dev ? m->h_src : hsrc, *dst = dev ? m->h_dst : hdst;
     for (int64_t at = 0; at < n; at += MOVE_CHUNK) {
         int64_t cnt = n - at < MOVE_CHUNK ? n - at : MOVE_CHUNK;
         for (int64_t i = 0; i < cnt; i++) {
@@ -998,24 +931,20 @@ ms_status ms_model_compact(ms_model *m, int64_t base, const int64_t *rows, int64
             dst[i] = base + at + i;
         }
         const int64_t *s_op = src, *d_op = dst;
-#ifdef MS_HAVE_CUDA
-        if (cuda) {
-            MS_TRY(ms_k_cuda_set_device(m->cuda_dev));
-            MS_TRY(ms_k_cuda_upload_async(m->ops, m->d_src, src, (size_t)cnt * sizeof(int64_t)));
-            MS_TRY(ms_k_cuda_upload_async(m->ops, m->d_dst, dst, (size_t)cnt * sizeof(int64_t)));
+        if (dev) {
+            MS_TRY(be->set_device(m->cuda_dev));
+            MS_TRY(be->upload_async(m->ops, m->d_src, src, (size_t)cnt * sizeof(int64_t)));
+            MS_TRY(be->upload_async(m->ops, m->d_dst, dst, (size_t)cnt * sizeof(int64_t)));
             s_op = m->d_src;
             d_op = m->d_dst;
         }
-#endif
         for (int64_t l = 0; l < m->n_layers; l++) {
             m->ops->move_rows(m->ops->ctx, el(m->kcache, l * m->max_ctx * m->kv_dim, m->es), m->kv_dim, s_op, d_op,
                               cnt);
             m->ops->move_rows(m->ops->ctx, el(m->vcache, l * m->max_ctx * m->kv_dim, m->es), m->kv_dim, s_op, d_op,
                               cnt);
         }
-#ifdef MS_HAVE_CUDA
-        if (cuda) MS_TRY(ms_k_cuda_sync(m->ops)); /* the pinned src/dst are refilled next chunk */
-#endif
+        if (dev) MS_TRY(be->sync(m->ops)); /* the pinned src/dst are refilled next chunk */
     }
     m->len = base + n;
     return MS_OK;

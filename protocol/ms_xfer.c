@@ -1,5 +1,6 @@
 /* ms_xfer.c — tensor transport selection, announcements and their checks;
- * the CUDA IPC / NCCL work is in ms_xfer_cuda.cu (MS_HAVE_CUDA builds). */
+ * the CUDA IPC / NCCL work goes through the device transport table
+ * (ms_xfer_dev.h: ms_xfer_cuda.c, or NULL in a build without CUDA). */
 #include "ms_xfer.h"
 
 #include <stdarg.h>
@@ -8,13 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifdef MS_HAVE_CUDA
 #include "ms_xfer_dev.h"
-#else
-/* Without CUDA only host exists; these are never reached with a device. */
-typedef struct ms_xfer_dev ms_xfer_dev;
-static void ms_xfer_dev_free(ms_xfer_dev **d) { (void)d; }
-#endif
 
 static const char *const kind_names[] = {"host", "ipc", "nccl", "auto"};
 
@@ -35,13 +30,8 @@ bool ms_xfer_kind_built(ms_xfer_kind k) {
     switch (k) {
     case MS_XFER_HOST:
     case MS_XFER_AUTO: return true;
-#ifdef MS_HAVE_CUDA
-    case MS_XFER_IPC: return true;
-    case MS_XFER_NCCL: return ms_xfer_dev_has_nccl();
-#else
-    case MS_XFER_IPC:
-    case MS_XFER_NCCL: return false;
-#endif
+    case MS_XFER_IPC: return ms_xfer_dev_table() != NULL;
+    case MS_XFER_NCCL: return ms_xfer_dev_table() && ms_xfer_dev_table()->has_nccl();
     }
     return false;
 }
@@ -102,7 +92,8 @@ struct ms_xfer {
     int64_t peer_rows;     /* rows the transport carries on this connection */
     uint64_t next_seq;     /* sender: the last seq stamped */
     uint64_t last_seq;     /* receiver: the last seq accepted */
-    ms_xfer_dev *dev;
+    const ms_xfer_dev_ops *T; /* the device transport table; NULL: host frames only */
+    ms_xfer_dev *dev;         /* set only with T */
     void *stage;           /* receiver: host [max_rows, feat_dim] in dtype, for F16/BF16 */
     char err[256];
     ms_xfer_counters counters;
@@ -122,22 +113,22 @@ static void machine_id(char *out, size_t cap) {
 
 static size_t row_bytes(const ms_xfer *x) { return (size_t)x->o.feat_dim * ms_dtype_size(x->o.dtype); }
 
-#ifdef MS_HAVE_CUDA
 /* Sets up the device side: uuid, staging, and (receiver, ipc allowed) the
  * exported buffer. Kinds that fail are dropped from the offer under auto,
  * and are errors when asked for by name. */
 static ms_status setup_device(ms_xfer *x) {
+    const ms_xfer_dev_ops *T = x->T;
     ms_wire_xfer *w = &x->local.wire;
-    ms_status st = ms_xfer_dev_uuid(x->o.device, w->gpu_uuid);
+    ms_status st = T->uuid(x->o.device, w->gpu_uuid);
     if (st < 0) return st;
     x->local.on_gpu = true;
     size_t bytes = (size_t)x->o.max_rows * row_bytes(x);
-    MS_TRY(ms_xfer_dev_new(x->o.device, x->o.stream, bytes, x->o.deadline_ms, &x->dev));
+    MS_TRY(T->dev_new(x->o.device, x->o.stream, bytes, x->o.deadline_ms, &x->dev));
     snprintf(w->host_id, sizeof w->host_id, "%s", x->host_id);
     bool want_ipc = x->o.policy == MS_XFER_AUTO || x->o.policy == MS_XFER_IPC;
     bool want_nccl = x->o.policy == MS_XFER_AUTO || x->o.policy == MS_XFER_NCCL;
     if (want_ipc) {
-        st = x->receiver ? ms_xfer_dev_ipc_export(x->dev, MS_XFER_IPC_SLOTS, w->ipc_mem, w->ipc_event) : MS_OK;
+        st = x->receiver ? T->ipc_export(x->dev, MS_XFER_IPC_SLOTS, w->ipc_mem, w->ipc_event) : MS_OK;
         if (st < 0 && x->o.policy == MS_XFER_IPC)
             MS_FAIL(MS_ERR_UNSUPPORTED, "xfer: link.tensor \"ipc\": device %d cannot export a CUDA IPC buffer",
                     x->o.device);
@@ -149,7 +140,7 @@ static ms_status setup_device(ms_xfer *x) {
         }
     }
     if (want_nccl) {
-        if (ms_xfer_dev_has_nccl()) w->offer |= BIT(MS_WIRE_VIA_NCCL);
+        if (T->has_nccl()) w->offer |= BIT(MS_WIRE_VIA_NCCL);
         else if (x->o.policy == MS_XFER_NCCL)
             MS_FAIL(MS_ERR_UNSUPPORTED, "xfer: link.tensor \"nccl\": this build has no NCCL");
     }
@@ -159,7 +150,6 @@ static ms_status setup_device(ms_xfer *x) {
     }
     return MS_OK;
 }
-#endif
 
 ms_status ms_xfer_new(const ms_xfer_opts *o, bool receiver, ms_xfer **out) {
     MS_ASSERT(o && out);
@@ -188,22 +178,21 @@ ms_status ms_xfer_new(const ms_xfer_opts *o, bool receiver, ms_xfer **out) {
     x->o.host_id = NULL;
     x->local.policy = o->policy;
     x->now = MS_WIRE_VIA_HOST;
+    x->T = ms_xfer_dev_table();
     ms_status st = MS_OK;
     if (receiver && o->dtype != MS_DTYPE_F32) {
         x->stage = ms_malloc((size_t)o->max_rows * row_bytes(x));
         if (!x->stage) st = MS_ERR_NOMEM;
     }
-#ifdef MS_HAVE_CUDA
-    if (st >= 0 && o->device >= 0 && o->policy != MS_XFER_HOST) {
+    if (st >= 0 && x->T && o->device >= 0 && o->policy != MS_XFER_HOST) {
         st = setup_device(x);
         if (st < 0 && !named) { /* auto: a device that cannot do it is a host-only end */
             MS_LOG_WARN("xfer: device transports unavailable on device %d; using host frames", o->device);
-            ms_xfer_dev_free(&x->dev);
+            x->T->dev_free(&x->dev);
             memset(&x->local.wire, 0, sizeof x->local.wire);
             st = MS_OK;
         }
     }
-#endif
     if (st < 0) {
         ms_xfer_free(&x);
         return st;
@@ -215,7 +204,7 @@ ms_status ms_xfer_new(const ms_xfer_opts *o, bool receiver, ms_xfer **out) {
 void ms_xfer_free(ms_xfer **px) {
     ms_xfer *x = *px;
     if (!x) return;
-    ms_xfer_dev_free(&x->dev);
+    if (x->dev) x->T->dev_free(&x->dev);
     free(x->stage);
     free(x);
     *px = NULL;
@@ -232,12 +221,10 @@ static void drop_transport(ms_xfer *x, const char *why, bool failure) {
         MS_LOG_WARN("xfer: %s transport dropped (%s); host frames from now on", kind_names[x->now], why);
         x->counters.failures++;
     }
-#ifdef MS_HAVE_CUDA
     if (x->dev) {
-        ms_xfer_dev_nccl_abort(x->dev);
-        if (!x->receiver) ms_xfer_dev_ipc_close(x->dev);
+        x->T->nccl_abort(x->dev);
+        if (!x->receiver) x->T->ipc_close(x->dev);
     }
-#endif
     x->now = MS_WIRE_VIA_HOST;
     x->pending_nccl = x->pending_send = false;
 }
@@ -251,26 +238,25 @@ ms_status ms_xfer_accept(ms_xfer *x, const ms_wire_xfer *offer, ms_wire_hello_ac
     char why[256];
     ms_wire_via via = ms_xfer_choose(&x->local, &remote, why, sizeof why);
     MS_LOG_INFO("xfer: tensor transport %s", why);
-    (void)via; /* without CUDA the choice is always host */
-#ifdef MS_HAVE_CUDA
+    /* a device choice needs a local device end: with no table the choice is host */
+    if (via != MS_WIRE_VIA_HOST) MS_ASSERT(x->dev);
     if (via == MS_WIRE_VIA_IPC) {
         x->peer_rows = offer->max_rows < x->o.max_rows ? offer->max_rows : x->o.max_rows;
         size_t slot = (size_t)offer->max_rows * row_bytes(x);
-        if (ms_xfer_dev_ipc_import(x->dev, MS_XFER_IPC_SLOTS, slot, offer->ipc_mem, offer->ipc_event) < 0) {
+        if (x->T->ipc_import(x->dev, MS_XFER_IPC_SLOTS, slot, offer->ipc_mem, offer->ipc_event) < 0) {
             MS_LOG_WARN("xfer: cannot open the draft's CUDA IPC handles; using host frames");
             return MS_OK;
         }
         x->now = MS_WIRE_VIA_IPC;
     } else if (via == MS_WIRE_VIA_NCCL) {
         x->peer_rows = x->o.max_rows;
-        if (ms_xfer_dev_nccl_id(x->nccl_id) < 0) {
+        if (x->T->nccl_id(x->nccl_id) < 0) {
             MS_LOG_WARN("xfer: no NCCL id; using host frames");
             return MS_OK;
         }
         memcpy(ack->nccl_id, x->nccl_id, sizeof x->nccl_id);
         x->pending_nccl = true;
     }
-#endif
     ack->xfer = x->pending_nccl ? MS_WIRE_VIA_NCCL : x->now;
     return MS_OK;
 }
@@ -278,13 +264,11 @@ ms_status ms_xfer_accept(ms_xfer *x, const ms_wire_xfer *offer, ms_wire_hello_ac
 ms_status ms_xfer_connect(ms_xfer *x) {
     if (!x->pending_nccl) return MS_OK;
     x->pending_nccl = false;
-#ifdef MS_HAVE_CUDA
-    if (ms_xfer_dev_nccl_init(x->dev, x->nccl_id, 0) < 0) {
+    if (x->T->nccl_init(x->dev, x->nccl_id, 0) < 0) {
         x->counters.failures++;
         MS_FAIL(MS_ERR_PEER, "xfer: the NCCL communicator with the draft was not made; using host frames");
     }
     x->now = MS_WIRE_VIA_NCCL;
-#endif
     return MS_OK;
 }
 
@@ -297,16 +281,15 @@ ms_status ms_xfer_adopt(ms_xfer *x, const ms_wire_hello_ack *ack) {
     if (!(x->local.wire.offer & BIT(ack->xfer)))
         MS_FAIL(MS_ERR_PEER, "xfer: the target chose %s, which this draft did not offer; using host frames",
                 kind_names[ack->xfer]);
-#ifdef MS_HAVE_CUDA
+    MS_ASSERT(x->dev); /* offered: this end has a device end */
     if (ack->xfer == MS_WIRE_VIA_NCCL) {
-        if (ms_xfer_dev_nccl_init(x->dev, ack->nccl_id, 1) < 0) {
+        if (x->T->nccl_init(x->dev, ack->nccl_id, 1) < 0) {
             x->counters.failures++;
             MS_FAIL(MS_ERR_PEER, "xfer: could not join the target's NCCL communicator; using host frames");
         }
     }
     x->peer_rows = x->o.max_rows;
     x->now = ack->xfer;
-#endif
     MS_LOG_INFO("xfer: tensor transport %s", kind_names[x->now]);
     return MS_OK;
 }
@@ -321,10 +304,9 @@ ms_status ms_xfer_send(ms_xfer *x, const void *src, bool src_on_device, int64_t 
     size_t bytes = (size_t)rows * row_bytes(x);
     ann->bytes = bytes;
     x->pending_send = false;
-#ifdef MS_HAVE_CUDA
     if (x->now != MS_WIRE_VIA_HOST && rows <= x->peer_rows && rows > 0) {
-        ms_status st = x->now == MS_WIRE_VIA_IPC ? ms_xfer_dev_ipc_send(x->dev, *seq, src, src_on_device, bytes)
-                                                 : ms_xfer_dev_nccl_send(x->dev, src, src_on_device, bytes);
+        ms_status st = x->now == MS_WIRE_VIA_IPC ? x->T->ipc_send(x->dev, *seq, src, src_on_device, bytes)
+                                                 : x->T->nccl_send(x->dev, src, src_on_device, bytes);
         if (st >= 0) {
             ann->via = x->now;
             ann->dtype = x->o.dtype;
@@ -334,7 +316,6 @@ ms_status ms_xfer_send(ms_xfer *x, const void *src, bool src_on_device, int64_t 
         }
         drop_transport(x, "send failed", true);
     }
-#endif
     if (src_on_device) MS_FAIL(MS_ERR_UNSUPPORTED, "xfer: a device tensor cannot go as a host frame");
     if (x->o.dtype != MS_DTYPE_F32) MS_FAIL(MS_ERR_UNSUPPORTED, "xfer: host frames carry F32 features only");
     ann->bytes = (size_t)rows * (size_t)x->o.feat_dim * sizeof(float);
@@ -352,12 +333,10 @@ ms_status ms_xfer_check_width(const ms_xfer *x, int64_t feat_dim) {
 ms_status ms_xfer_send_finish(ms_xfer *x) {
     if (!x->pending_send) return MS_OK;
     x->pending_send = false;
-#ifdef MS_HAVE_CUDA
-    if (ms_xfer_dev_nccl_send_wait(x->dev) < 0) {
+    if (x->T->nccl_send_wait(x->dev) < 0) {
         drop_transport(x, "the draft did not receive the tensor", true);
         return MS_ERR_PEER;
     }
-#endif
     return MS_OK;
 }
 
@@ -410,10 +389,10 @@ ms_status ms_xfer_recv(ms_xfer *x, const ms_wire_tensor *ann, uint64_t seq, floa
     MS_ASSERT(x->receiver);
     MS_TRY(ms_xfer_check(x, ann, seq));
     if (ann->via != MS_WIRE_VIA_HOST && ann->rows > 0) {
-#ifdef MS_HAVE_CUDA
+        MS_ASSERT(x->dev); /* check refuses a device transport this end did not negotiate */
         void *to = x->o.dtype == MS_DTYPE_F32 ? (void *)dst : x->stage;
-        ms_status st = ann->via == MS_WIRE_VIA_IPC ? ms_xfer_dev_ipc_recv(x->dev, seq, to, ann->bytes)
-                                                   : ms_xfer_dev_nccl_recv(x->dev, to, ann->bytes);
+        ms_status st = ann->via == MS_WIRE_VIA_IPC ? x->T->ipc_recv(x->dev, seq, to, ann->bytes)
+                                                   : x->T->nccl_recv(x->dev, to, ann->bytes);
         if (st < 0) {
             snprintf(x->err, sizeof x->err, "tensor seq %llu: the %s transfer failed", (unsigned long long)seq,
                      kind_names[ann->via]);
@@ -421,9 +400,6 @@ ms_status ms_xfer_recv(ms_xfer *x, const ms_wire_tensor *ann, uint64_t seq, floa
             return MS_ERR_PEER;
         }
         if (to != dst) ms_convert_to_f32(dst, x->stage, x->o.dtype, ann->rows * ann->cols);
-#else
-        MS_ASSERT(!"a device transport without CUDA"); /* check refuses it: now is host */
-#endif
     }
     x->last_seq = seq;
     x->counters.received[ann->via]++;

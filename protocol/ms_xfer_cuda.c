@@ -1,7 +1,8 @@
 /* ms_xfer_cuda.c — CUDA IPC and NCCL ends of ms_xfer (see ms_xfer.h for the
  * protocol, ms_xfer_dev.h for the contract). Plain C on the CUDA runtime API
  * (no kernels), so programs linking the protocol keep the C linker (libFuzzer
- * targets included); built only with MS_HAVE_CUDA. Every CUDA/NCCL return is
+ * targets included); built only with CUDA, and reached only through its
+ * table (ms_xfer_dev_table, the end of this file). Every CUDA/NCCL return is
  * checked; every wait is a poll bounded by the deadline (nccl-tests style),
  * so a dead peer turns into MS_ERR_TIMEOUT, never a hang. */
 #include "ms_xfer_dev.h"
@@ -63,6 +64,10 @@ struct ms_xfer_dev {
     bool have_comm;
 };
 
+/* used by ms_xfer_dev_free before their definitions */
+static void ms_xfer_dev_ipc_close(ms_xfer_dev *d);
+static void ms_xfer_dev_nccl_abort(ms_xfer_dev *d);
+
 static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -100,7 +105,7 @@ static ms_status wait_done(ms_xfer_dev *d, cudaEvent_t ev, const char *what) {
     }
 }
 
-bool ms_xfer_dev_has_nccl(void) {
+static bool ms_xfer_dev_has_nccl(void) {
 #ifdef MS_HAVE_NCCL
     return true;
 #else
@@ -108,7 +113,7 @@ bool ms_xfer_dev_has_nccl(void) {
 #endif
 }
 
-ms_status ms_xfer_dev_uuid(int device, uint8_t uuid[16]) {
+static ms_status ms_xfer_dev_uuid(int device, uint8_t uuid[16]) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError(); /* clear the sticky "no driver" error */
@@ -122,7 +127,7 @@ ms_status ms_xfer_dev_uuid(int device, uint8_t uuid[16]) {
     return MS_OK;
 }
 
-ms_status ms_xfer_dev_new(int device, void *stream, size_t max_bytes, int deadline_ms, ms_xfer_dev **out) {
+static ms_status ms_xfer_dev_new(int device, void *stream, size_t max_bytes, int deadline_ms, ms_xfer_dev **out) {
     *out = NULL;
     uint8_t uuid[16];
     MS_TRY(ms_xfer_dev_uuid(device, uuid)); /* the device exists */
@@ -147,7 +152,7 @@ ms_status ms_xfer_dev_new(int device, void *stream, size_t max_bytes, int deadli
     return MS_OK;
 }
 
-void ms_xfer_dev_free(ms_xfer_dev **pd) {
+static void ms_xfer_dev_free(ms_xfer_dev **pd) {
     ms_xfer_dev *d = *pd;
     if (!d) return;
     cudaSetDevice(d->device);
@@ -173,7 +178,7 @@ void ms_xfer_dev_free(ms_xfer_dev **pd) {
  * the last message the receiver copied out ("consumed"). */
 static uint64_t *counter_of(ms_xfer_dev *d) { return (uint64_t *)(d->ipc_base + (size_t)d->slots * d->ipc_slot_bytes); }
 
-ms_status ms_xfer_dev_ipc_export(ms_xfer_dev *d, int slots, uint8_t mem[64], uint8_t ev[64]) {
+static ms_status ms_xfer_dev_ipc_export(ms_xfer_dev *d, int slots, uint8_t mem[64], uint8_t ev[64]) {
     _Static_assert(sizeof(cudaIpcMemHandle_t) == 64 && sizeof(cudaIpcEventHandle_t) == 64, "IPC handles are 64 bytes");
     MS_ASSERT(!d->ipc_base && slots >= 1);
     XCUDA(cudaSetDevice(d->device));
@@ -195,7 +200,7 @@ ms_status ms_xfer_dev_ipc_export(ms_xfer_dev *d, int slots, uint8_t mem[64], uin
     return MS_OK;
 }
 
-void ms_xfer_dev_ipc_close(ms_xfer_dev *d) {
+static void ms_xfer_dev_ipc_close(ms_xfer_dev *d) {
     if (!d || !d->ipc_opened) return;
     cudaSetDevice(d->device);
     if (cudaIpcCloseMemHandle(d->ipc_base) != cudaSuccess) MS_LOG_WARN("xfer: cudaIpcCloseMemHandle failed");
@@ -206,7 +211,7 @@ void ms_xfer_dev_ipc_close(ms_xfer_dev *d) {
     d->have_ipc_ev = false;
 }
 
-ms_status ms_xfer_dev_ipc_import(ms_xfer_dev *d, int slots, size_t slot_bytes, const uint8_t mem[64],
+static ms_status ms_xfer_dev_ipc_import(ms_xfer_dev *d, int slots, size_t slot_bytes, const uint8_t mem[64],
                                             const uint8_t ev[64]) {
     MS_ASSERT(slots >= 1 && slot_bytes >= 1);
     if (d->ipc_base && !d->ipc_opened) MS_FAIL(MS_ERR_INVALID, "xfer: an exporting end cannot import");
@@ -233,7 +238,7 @@ ms_status ms_xfer_dev_ipc_import(ms_xfer_dev *d, int slots, size_t slot_bytes, c
     return MS_OK;
 }
 
-ms_status ms_xfer_dev_ipc_send(ms_xfer_dev *d, uint64_t seq, const void *src, bool src_on_device,
+static ms_status ms_xfer_dev_ipc_send(ms_xfer_dev *d, uint64_t seq, const void *src, bool src_on_device,
                                           size_t bytes) {
     if (!d->ipc_opened) MS_FAIL(MS_ERR_INVALID, "xfer: ipc send before the receiver's handles were opened");
     if (bytes > d->ipc_slot_bytes) MS_FAIL(MS_ERR_RANGE, "xfer: %zu bytes, the slot holds %zu", bytes, d->ipc_slot_bytes);
@@ -258,7 +263,7 @@ ms_status ms_xfer_dev_ipc_send(ms_xfer_dev *d, uint64_t seq, const void *src, bo
     return MS_OK;
 }
 
-ms_status ms_xfer_dev_ipc_recv(ms_xfer_dev *d, uint64_t seq, void *dst, size_t bytes) {
+static ms_status ms_xfer_dev_ipc_recv(ms_xfer_dev *d, uint64_t seq, void *dst, size_t bytes) {
     if (!d->ipc_base || d->ipc_opened) MS_FAIL(MS_ERR_INVALID, "xfer: ipc receive on an end that exported nothing");
     if (bytes > d->max_bytes) MS_FAIL(MS_ERR_RANGE, "xfer: %zu bytes, the slot holds %zu", bytes, d->max_bytes);
     XCUDA(cudaSetDevice(d->device));
@@ -294,7 +299,7 @@ static ms_status nccl_settle(ms_xfer_dev *d, const char *what) {
 }
 #endif
 
-ms_status ms_xfer_dev_nccl_id(uint8_t id[128]) {
+static ms_status ms_xfer_dev_nccl_id(uint8_t id[128]) {
 #ifdef MS_HAVE_NCCL
     _Static_assert(sizeof(ncclUniqueId) == 128, "ncclUniqueId is 128 bytes");
     ncclUniqueId u;
@@ -307,7 +312,7 @@ ms_status ms_xfer_dev_nccl_id(uint8_t id[128]) {
 #endif
 }
 
-void ms_xfer_dev_nccl_abort(ms_xfer_dev *d) {
+static void ms_xfer_dev_nccl_abort(ms_xfer_dev *d) {
 #ifdef MS_HAVE_NCCL
     if (!d || !d->have_comm) return;
     cudaSetDevice(d->device);
@@ -319,7 +324,7 @@ void ms_xfer_dev_nccl_abort(ms_xfer_dev *d) {
 #endif
 }
 
-ms_status ms_xfer_dev_nccl_init(ms_xfer_dev *d, const uint8_t id[128], int rank) {
+static ms_status ms_xfer_dev_nccl_init(ms_xfer_dev *d, const uint8_t id[128], int rank) {
 #ifdef MS_HAVE_NCCL
     MS_ASSERT(rank == 0 || rank == 1);
     ms_xfer_dev_nccl_abort(d);
@@ -345,7 +350,7 @@ ms_status ms_xfer_dev_nccl_init(ms_xfer_dev *d, const uint8_t id[128], int rank)
 #endif
 }
 
-ms_status ms_xfer_dev_nccl_send(ms_xfer_dev *d, const void *src, bool src_on_device, size_t bytes) {
+static ms_status ms_xfer_dev_nccl_send(ms_xfer_dev *d, const void *src, bool src_on_device, size_t bytes) {
 #ifdef MS_HAVE_NCCL
     if (!d->have_comm) MS_FAIL(MS_ERR_INVALID, "xfer: nccl send without a communicator");
     if (bytes > d->max_bytes) MS_FAIL(MS_ERR_RANGE, "xfer: %zu bytes, staging holds %zu", bytes, d->max_bytes);
@@ -365,12 +370,12 @@ ms_status ms_xfer_dev_nccl_send(ms_xfer_dev *d, const void *src, bool src_on_dev
 #endif
 }
 
-ms_status ms_xfer_dev_nccl_send_wait(ms_xfer_dev *d) {
+static ms_status ms_xfer_dev_nccl_send_wait(ms_xfer_dev *d) {
     if (!d->have_comm) MS_FAIL(MS_ERR_INVALID, "xfer: nccl wait without a communicator");
     return wait_done(d, d->done, "ncclSend");
 }
 
-ms_status ms_xfer_dev_nccl_recv(ms_xfer_dev *d, void *dst, size_t bytes) {
+static ms_status ms_xfer_dev_nccl_recv(ms_xfer_dev *d, void *dst, size_t bytes) {
 #ifdef MS_HAVE_NCCL
     if (!d->have_comm) MS_FAIL(MS_ERR_INVALID, "xfer: nccl receive without a communicator");
     if (bytes > d->max_bytes) MS_FAIL(MS_ERR_RANGE, "xfer: %zu bytes, staging holds %zu", bytes, d->max_bytes);
@@ -386,3 +391,23 @@ ms_status ms_xfer_dev_nccl_recv(ms_xfer_dev *d, void *dst, size_t bytes) {
     MS_FAIL(MS_ERR_UNSUPPORTED, "xfer: this build has no NCCL");
 #endif
 }
+
+static const ms_xfer_dev_ops cuda_xfer = {
+    .has_nccl = ms_xfer_dev_has_nccl,
+    .uuid = ms_xfer_dev_uuid,
+    .dev_new = ms_xfer_dev_new,
+    .dev_free = ms_xfer_dev_free,
+    .ipc_export = ms_xfer_dev_ipc_export,
+    .ipc_import = ms_xfer_dev_ipc_import,
+    .ipc_close = ms_xfer_dev_ipc_close,
+    .ipc_send = ms_xfer_dev_ipc_send,
+    .ipc_recv = ms_xfer_dev_ipc_recv,
+    .nccl_id = ms_xfer_dev_nccl_id,
+    .nccl_init = ms_xfer_dev_nccl_init,
+    .nccl_abort = ms_xfer_dev_nccl_abort,
+    .nccl_send = ms_xfer_dev_nccl_send,
+    .nccl_send_wait = ms_xfer_dev_nccl_send_wait,
+    .nccl_recv = ms_xfer_dev_nccl_recv,
+};
+
+const ms_xfer_dev_ops *ms_xfer_dev_table(void) { return &cuda_xfer; }

@@ -6,3 +6,9 @@ if(MS_HAVE_CUDA)
   # Dynamic vocabulary window on the device vs the CPU twin (draft-node/ms_vocab.c).
   ms_add_test(test_cuda_vocab test_cuda_vocab.c LIBS ms_kernels_cuda ms_draft LABELS cuda unit TIMEOUT 300)
 endif()
+# The draft head interface (draft-node/ms_head.h) on the device against the
+# same interface on the host: window twins in step, same top-k. Host checks
+# first; without a GPU it exits 77 (skipped).
+if(MS_HAVE_CUDA)
+  ms_add_test(test_cuda_head test_cuda_head.c LIBS ms_draft ms_kernels_cuda LABELS cuda unit TIMEOUT 300)
+endif()

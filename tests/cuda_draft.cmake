@@ -13,6 +13,7 @@ if(MS_HAVE_CUDA)
     add_dependencies(test_cuda_draft microspec-mkmodel)
   endif()
 endif()
-# The mirror hook that feeds the device window (draft-node/ms_vocab.c): a twin
-# vocabulary replaying only the reported calls equals the original. CPU only.
-ms_add_test(test_vocab_mirror test_vocab_mirror.c LIBS ms_draft LABELS vocab unit)
+# The stream plans that feed the device window twin (draft-node/ms_vocab.c,
+# ms_head.h): a twin vocabulary replaying only the plans equals the original.
+# CPU only.
+ms_add_test(test_vocab_plan test_vocab_plan.c LIBS ms_draft LABELS vocab unit)

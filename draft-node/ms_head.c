@@ -1,0 +1,275 @@
+/* ms_head.c — the draft's LM head on the host (ms_vocab) or on the device
+ * (the backend's draft head), ms_head.h. */
+#include "ms_head.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ms_head {
+    ms_head_opts o;
+    ms_vocab *vocab;      /* the C window: rows on the host head, maps only beside a device head or a step */
+    ms_vocab *step;       /* host, o.step_cap > 0: the per-step rows the head reads (ms_head_step) */
+    ms_k_head *dev;       /* the device head; NULL: the host head */
+    ms_status lost;       /* device: first failure to follow the stream since the last begin */
+    /* host head */
+    const ms_k_ops *cpu;  /* the CPU table (the f32 GEMM over the packed rows) */
+    ms_qweight Wq;        /* typed rows (GGUF) */
+    bool typed;
+    ms_q8_act xq;         /* [max_rows, d] when typed and q8 */
+    float *logits;        /* [max_rows, V] */
+    int32_t *top_slot;    /* [max_k] */
+    float *top_val;
+};
+
+static ms_status new_vocab(ms_head *h) {
+    const ms_head_opts *o = &h->o;
+    /* indexed head or device head: the vocabulary keeps maps only (no packed rows, no gathers) */
+    const bool no_rows = o->indexed || h->dev || o->step_cap > 0;
+    const float *W_rows = no_rows ? NULL : o->W;
+    const bool typed_rows = h->typed && !no_rows;
+    if (o->step_cap > 0) { /* the head reads the step's rows; the window (hybrid) keeps maps only */
+        if (h->typed && !o->indexed) MS_TRY(ms_vocab_new_step_q(&h->Wq, o->step_cap, &h->step));
+        else MS_TRY(ms_vocab_new_step(o->indexed ? NULL : o->W, o->V, o->d, o->step_cap, &h->step));
+        if (o->mode == MS_VOCAB_FULL) return ms_vocab_new_full(NULL, o->V, o->d, &h->vocab);
+    }
+    switch (o->mode) {
+    case MS_VOCAB_FULL:
+        /* full: the rows are W itself, never copied */
+        return h->typed ? ms_vocab_new_full_q(&h->Wq, &h->vocab)
+                        : ms_vocab_new_full(h->dev ? NULL : o->W, o->V, o->d, &h->vocab);
+    case MS_VOCAB_DYNAMIC:
+        return typed_rows ? ms_vocab_new_dynamic_q(&h->Wq, o->w_max, &h->vocab)
+                          : ms_vocab_new_dynamic(W_rows, o->V, o->d, o->w_max, &h->vocab);
+    case MS_VOCAB_STATIC:
+        return typed_rows ? ms_vocab_new_static_q(&h->Wq, o->static_ids, o->k_static, &h->vocab)
+                          : ms_vocab_new_static(W_rows, o->V, o->d, o->static_ids, o->k_static, &h->vocab);
+    }
+    MS_FAIL(MS_ERR_INVALID, "draft head: unknown vocabulary mode %d", (int)o->mode);
+}
+
+static ms_status new_device(ms_head *h) {
+    const ms_head_opts *o = &h->o;
+    const ms_k_head_opts ko = {.dev = o->dev,
+                               .ops = o->ops,
+                               .stream = o->stream,
+                               .act = o->act,
+                               .W = o->W_dev,
+                               .V = o->V,
+                               .d = o->d,
+                               .rows = o->mode == MS_VOCAB_FULL     ? MS_K_HEAD_FULL
+                                       : o->mode == MS_VOCAB_STATIC ? MS_K_HEAD_STATIC
+                                                                    : MS_K_HEAD_WINDOW,
+                               .indexed = o->indexed,
+                               .static_ids = o->static_ids,
+                               .k_static = o->k_static,
+                               .w_max = o->w_max,
+                               .max_append = o->max_append,
+                               .max_rows = o->max_rows,
+                               .max_k = o->max_k};
+    return o->be->head.head_new(&ko, &h->dev);
+}
+
+void ms_head_free(ms_head **ph) {
+    ms_head *h = *ph;
+    if (!h) return;
+    if (h->dev) h->o.be->head.head_free(&h->dev);
+    ms_vocab_free(&h->vocab);
+    ms_vocab_free(&h->step);
+    ms_q8_act_free(&h->xq);
+    free(h->logits);
+    free(h->top_slot);
+    free(h->top_val);
+    free(h);
+    *ph = NULL;
+}
+
+ms_status ms_head_new(const ms_head_opts *o, ms_head **out) {
+    *out = NULL;
+    const bool on_dev = o->W_dev != NULL;
+    if (on_dev ? !o->be || !o->be->head.head_new : !o->W == !o->Wq)
+        MS_FAIL(MS_ERR_INVALID, "draft head: %s", on_dev ? "this backend has no device head" : "give W or Wq");
+    if (o->step_cap < 0 || (o->step_cap > 0 && (on_dev || o->mode == MS_VOCAB_STATIC)))
+        MS_FAIL(MS_ERR_INVALID, "draft head: a step vocabulary goes with a host head over full or dynamic");
+    ms_head *h = ms_calloc(1, sizeof *h);
+    if (!h) return MS_ERR_NOMEM;
+    h->o = *o;
+    h->cpu = ms_k_cpu_ops();
+    ms_status s = MS_OK;
+    if (on_dev) {
+        MS_TRY_GOTO(s, new_device(h), fail);
+    } else {
+        if (o->Wq) {
+            h->typed = true;
+            h->Wq = *o->Wq;
+            if (o->q8) MS_TRY_GOTO(s, ms_q8_act_alloc(&h->xq, o->max_rows, o->d), fail);
+        }
+        h->logits = ms_malloc((size_t)(o->max_rows * o->V) * sizeof(float));
+        h->top_slot = ms_malloc((size_t)o->max_k * sizeof(int32_t));
+        h->top_val = ms_malloc((size_t)o->max_k * sizeof(float));
+        if (!h->logits || !h->top_slot || !h->top_val) {
+            s = MS_ERR_NOMEM;
+            goto fail;
+        }
+    }
+    MS_TRY_GOTO(s, new_vocab(h), fail);
+    h->o.static_ids = NULL; /* read at creation only */
+    *out = h;
+    return MS_OK;
+fail:
+    ms_head_free(&h);
+    return s;
+}
+
+/* ---- the stream ------------------------------------------------------------ */
+
+/* The device twin replays the plan the C window just applied, then (last:
+ * the end of one begin / round) starts the gather; a failure sticks until
+ * the next begin (the twins are out of step). */
+static ms_status replay(ms_head *h, const ms_vocab_plan *p, bool last) {
+    if (!h->dev || h->lost != MS_OK) return h->lost;
+    const ms_k_head_table *t = &h->o.be->head;
+    ms_status s = p->reset ? t->head_reset(h->dev) : MS_OK;
+    for (int i = 0; i < p->n_steps && s >= 0; i++) s = t->head_append(h->dev, p->step[i].ids, p->step[i].n, p->step[i].distinct);
+    /* start the gather of the entering rows now, so it overlaps the next
+     * backbone forward (the head waits for it) */
+    if (s >= 0 && last) s = t->head_appended(h->dev);
+    if (s < 0) {
+        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "draft: the device window could not follow the stream: %s",
+                   ms_status_str(s));
+        h->lost = s;
+    }
+    return s;
+}
+
+ms_status ms_head_begin(ms_head *h, ms_vocab_stream stream, const int32_t *prompt, int64_t n_prompt,
+                        const int32_t *topk_pre, int64_t k_pre) {
+    h->lost = MS_OK; /* the resets below bring the device window back in step */
+    ms_vocab_reset(h->vocab);
+    if (h->dev) MS_TRY(replay(h, &(ms_vocab_plan){.reset = h->o.mode == MS_VOCAB_DYNAMIC}, false));
+    ms_vocab_plan p;
+    MS_TRY(ms_vocab_begin_plan(h->vocab, stream, prompt, n_prompt, topk_pre, k_pre, &p));
+    MS_TRY(ms_vocab_begin_stream(h->vocab, stream, prompt, n_prompt, topk_pre, k_pre));
+    return replay(h, &p, true);
+}
+
+ms_status ms_head_append_round(ms_head *h, ms_vocab_stream stream, const int32_t *tree_ids, int64_t n_tree,
+                               const int32_t *emitted, int64_t n_emit, const int32_t *ver_topk, int64_t n_path,
+                               int64_t k_ver) {
+    ms_vocab_plan p;
+    MS_TRY(ms_vocab_round_plan(h->vocab, stream, tree_ids, n_tree, emitted, n_emit, ver_topk, n_path, k_ver, &p));
+    MS_TRY(ms_vocab_stream_round(h->vocab, stream, tree_ids, n_tree, emitted, n_emit, ver_topk, n_path, k_ver));
+    return replay(h, &p, true);
+}
+
+/* ---- the head -------------------------------------------------------------- */
+
+/* Host: logits over the active rows of hv (the step, else the C window) for hid [n, d]. */
+static void host_logits(ms_head *h, const ms_vocab *hv, const float *hid, int64_t n, int64_t n_act, const float *rows) {
+    if (n_act == 0) return;
+    if (h->typed) {
+        /* block-format head: quantize the n rows once for the one product */
+        const ms_q8_act *xq = NULL;
+        if (h->o.q8) {
+            ms_q8_quantize(&h->xq, hid, n, h->o.d);
+            xq = &h->xq;
+        }
+        if (h->o.indexed) ms_vocab_logits_indexed_q(hv, &h->Wq, xq ? NULL : hid, xq, n, h->logits);
+        else ms_vocab_logits_q(hv, xq ? NULL : hid, xq, n, h->logits);
+    } else if (h->o.indexed) {
+        ms_vocab_logits_indexed(hv, h->o.W, hid, n, h->logits);
+    } else {
+        h->cpu->linear(h->cpu->ctx, h->logits, hid, rows, NULL, n, h->o.d, n_act);
+    }
+}
+
+static void host_topk(ms_head *h, const float *hid, int64_t n, int64_t k, int32_t pad, int32_t *ids, float *logp) {
+    const float *rows;
+    const int32_t *id_of;
+    int64_t n_act;
+    const ms_vocab *hv = h->step ? h->step : h->vocab;
+    ms_vocab_rows(hv, &rows, &n_act, &id_of);
+    host_logits(h, hv, hid, n, n_act, rows);
+    int64_t kk = k < n_act ? k : n_act;
+    for (int64_t r = 0; r < n; r++) {
+        float *row = h->logits + r * n_act;
+        if (kk > 0) {
+            ms_k_log_softmax(row, row, n_act);
+            ms_k_topk(row, n_act, kk, h->top_slot, h->top_val);
+        }
+        for (int64_t j = 0; j < k; j++) {
+            if (kk == 0) {
+                ids[r * k + j] = pad;
+                logp[r * k + j] = -INFINITY;
+                continue;
+            }
+            int64_t src = j < kk ? j : kk - 1;
+            int32_t slot = h->top_slot[src];
+            ids[r * k + j] = id_of ? id_of[slot] : slot;
+            logp[r * k + j] = j < kk ? h->top_val[j] : -INFINITY;
+        }
+    }
+}
+
+ms_status ms_head_ready(const ms_head *h) {
+    if (h->lost != MS_OK) MS_FAIL(h->lost, "draft: the device window lost the stream; begin a new request");
+    return MS_OK;
+}
+
+/* Device: [n, kk] ids and log-probs from the backend's head; padding as the
+ * host's: a −1 id (a masked slot) becomes the previous entry's id (pad for
+ * the first) at −inf. */
+static ms_status dev_topk(ms_head *h, const void *hid, int64_t n, int64_t k, int32_t pad, int32_t *ids, float *logp) {
+    MS_TRY(ms_head_ready(h));
+    const int32_t *hi;
+    const float *hv;
+    int64_t kk;
+    MS_TRY(h->o.be->head.head_topk(h->dev, hid, n, k, &hi, &hv, &kk));
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t j = 0; j < k; j++) {
+            const int32_t id = j < kk ? hi[r * kk + j] : -1;
+            if (id >= 0 && id < h->o.V) {
+                ids[r * k + j] = id;
+                logp[r * k + j] = hv[r * kk + j];
+            } else {
+                ids[r * k + j] = j > 0 ? ids[r * k + j - 1] : pad;
+                logp[r * k + j] = -INFINITY;
+            }
+        }
+    return MS_OK;
+}
+
+ms_status ms_head_topk(ms_head *h, const float *hid, const void *hid_dev, int64_t n, int64_t k, int32_t pad,
+                       int32_t *ids, float *logp) {
+    if (h->dev) return dev_topk(h, hid_dev, n, k, pad, ids, logp);
+    if (n < 1 || n > h->o.max_rows || k < 1 || k > h->o.max_k)
+        MS_FAIL(MS_ERR_RANGE, "draft head: %lld rows × top-%lld outside [1, %lld] × [1, %lld]", (long long)n,
+                (long long)k, (long long)h->o.max_rows, (long long)h->o.max_k);
+    host_topk(h, hid, n, k, pad, ids, logp);
+    return MS_OK;
+}
+
+void ms_head_synced(ms_head *h) {
+    if (h->dev) h->o.be->head.head_synced(h->dev);
+}
+
+const ms_vocab *ms_head_vocab(const ms_head *h) { return h->vocab; }
+ms_vocab *ms_head_step(ms_head *h) { return h->step; }
+const ms_vocab *ms_head_rows(const ms_head *h) { return h->step ? h->step : h->vocab; }
+
+void ms_head_set_limit(ms_head *h, int64_t n) {
+    MS_ASSERT(!h->dev && h->o.mode == MS_VOCAB_STATIC);
+    ms_vocab_set_head_limit(h->vocab, n);
+}
+bool ms_head_on_device(const ms_head *h) { return h->dev != NULL; }
+void *ms_head_device_window(ms_head *h) { return h->dev ? h->o.be->head.head_window(h->dev) : NULL; }
+int64_t ms_head_window_syncs(const ms_head *h) { return h->dev ? h->o.be->head.head_window_syncs() : 0; }
+
+void ms_head_describe(const ms_head *h, char *buf, size_t cap) {
+    if (h->dev) snprintf(buf, cap, "on %s:%d", h->o.be->name, h->o.dev);
+    else if (h->typed)
+        snprintf(buf, cap, "on the host, %s rows, %s", ms_dtype_name(h->Wq.dtype),
+                 h->o.q8 ? "8-bit activations" : "f32 activations");
+    else snprintf(buf, cap, "on the host");
+}
