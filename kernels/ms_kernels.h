@@ -36,6 +36,9 @@ void ms_k_rope_free(ms_k_rope *r);
 /* inv_freq[i] for i < hd/2 (double), exposed so tests can check the scaling. */
 void ms_k_rope_inv_freq(double *inv_freq, int64_t head_dim, const ms_k_rope_params *p);
 
+/* CPU attention: the most pool parts a forward's attention is split into. */
+enum { MS_K_ATTN_PARTS = 8 };
+
 /* Attention shapes. The KV cache of one layer holds rows [0, max_ctx) of
  * n_kv_heads·hd values each, for K and V separately. A call attends n_q query
  * rows that sit at cache rows [ctx, ctx + n_q).
@@ -60,6 +63,10 @@ typedef struct {
      * ≥ 64 never hides them. CPU only for now (the CUDA table refuses it). */
     int64_t window;
     const int32_t *q_pos; /* [n_q] positions of the query rows (needed when window > 0) */
+    /* CPU: 0 or 1, the scratch holds ctx + n_q floats and one thread runs the
+     * op; P > 1, it holds P·(ctx + n_q) and the (row, head) pairs are split
+     * over up to P pool threads (the same bits). Other backends ignore it. */
+    int64_t scratch_parts;
 } ms_k_attn_shape;
 
 typedef struct ms_k_ops ms_k_ops;
@@ -81,7 +88,8 @@ struct ms_k_ops {
                  const ms_k_rope *table);
     /* out[n_q, n_heads·hd] = softmax(q·Kᵀ·scale + mask)·V over cache rows
      * [0, ctx + n_q) as described above. q is [n_q, n_heads·hd]; kc/vc point at
-     * row 0 of the layer's cache. `scratch` holds ≥ ctx + n_q floats. */
+     * row 0 of the layer's cache. `scratch` holds ≥ ctx + n_q floats
+     * (times s->scratch_parts when that is above 1). */
     void (*attention)(void *ctx, void *out, const void *q, const void *kc, const void *vc,
                       const ms_k_attn_shape *s, const uint64_t *mask, float *scratch);
     /* y[i] = silu(gate[i]) · up[i], i < n. */

@@ -38,10 +38,9 @@
  * alone or among n rows and for any pool thread count; the SIMD path tiles
  * up to 8 x rows per unpacked weight block without changing any row's
  * arithmetic. Where the CPU has AMX-INT8 (and the kernel grants the tile
- * data), Q4_K, Q6_K and Q8_0 products of n ≥ 4 rows take their block sums
+ * data), Q4_K, Q6_K and Q8_0 products of n ≥ 8 rows take their block sums
  * from AMX tiles (16 x rows × 16 weight rows a tile product, each weight
- * block unpacked once for all n rows), and Q8_0 at n = 1 too (weights tiled
- * straight from the tensor); the sums are the same integers and the f32
+ * block unpacked once for all n rows); the sums are the same integers and the f32
  * steps the same operations in the same order, so every path gives the
  * same bits. MS_NO_AMX=1 in the environment keeps to AVX-512 VNNI.
  *

@@ -93,7 +93,7 @@ struct ms_model {
     void *hb;     /* [B, ffn] gate, then silu(gate)·up */
     void *hb2;    /* [B, ffn] up */
     void *hidden; /* [B, d] final-norm hidden states */
-    float *scores; /* [max_ctx] CPU attention scratch */
+    float *scores; /* [MS_K_ATTN_PARTS, max_ctx] CPU attention scratch, a row per pool part */
     int32_t *pos;  /* [B] host positions of the current forward */
 
     /* device only (NULL / 0 on CPU) */
@@ -447,7 +447,8 @@ static ms_status alloc_state(ms_model *m) {
     MS_TRY(alloc_buf(m, &m->hidden, B, m->d));
     m->pos = ms_calloc((size_t)B, sizeof *m->pos);
     if (!m->pos) return MS_ERR_NOMEM;
-    if (!m->be->on_device) return ms_alloc_f32(&m->scores, m->max_ctx, 1);
+    /* one scratch row per attention part (MS_K_ATTN_PARTS, ms_kernels.h) */
+    if (!m->be->on_device) return ms_alloc_f32(&m->scores, m->max_ctx, MS_K_ATTN_PARTS);
     const ms_k_backend *be = m->be;
     size_t lb;
     if (!ms_mul_size((size_t)B, (size_t)m->vocab * sizeof(float), &lb))
@@ -877,7 +878,8 @@ ms_status ms_model_forward_masked(ms_model *m, const int32_t *tokens, int64_t n,
                                                                   : 1.0f / sqrtf((float)m->hd),
                                    .mask_back = mask ? mask_back : 0,
                                    .window = 0,
-                                   .q_pos = m->pos};
+                                   .q_pos = m->pos,
+                                   .scratch_parts = MS_K_ATTN_PARTS};
     if (!m->be->on_device) {
         MS_TRY(run_layers(m, tokens, m->pos, mask, &shape, &m->rope, mode, logits));
     } else {

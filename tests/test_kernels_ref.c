@@ -635,7 +635,8 @@ static void test_attention(const ms_k_ops *ops, ms_rng *r) {
         int64_t rows = s.ctx + s.n_q, qn = s.n_q * s.n_heads * s.head_dim, kn = rows * s.n_kv_heads * s.head_dim;
         float *q = malloc((size_t)qn * sizeof(float)), *kc = malloc((size_t)kn * sizeof(float));
         float *vc = malloc((size_t)kn * sizeof(float)), *out = guarded(qn);
-        float *scratch = malloc((size_t)rows * sizeof(float));
+        float *scratch = malloc((size_t)(rows * MS_K_ATTN_PARTS) * sizeof(float));
+        float *one = malloc((size_t)qn * sizeof(float));
         double *want = malloc((size_t)qn * sizeof(double));
         fill_normal(r, q, qn, 1.5f);
         fill_normal(r, kc, kn, 1.5f);
@@ -662,8 +663,20 @@ static void test_attention(const ms_k_ops *ops, ms_rng *r) {
                   (long long)s.n_q, (long long)s.ctx, (long long)s.n_heads, (long long)s.n_kv_heads,
                   (long long)s.head_dim, with_mask, e);
             CHECK(guards_ok(out, qn), "attention wrote outside its output");
+            /* split over the pool (2 threads, a scratch row each): the same bits as one thread */
+            memcpy(one, out, (size_t)qn * sizeof(float));
+            ms_k_cpu_set_threads(2);
+            s.scratch_parts = MS_K_ATTN_PARTS;
+            for (int64_t i = 0; i < qn; i++) out[i] = SENTINEL;
+            ops->attention(ops->ctx, out, q, kc, vc, &s, with_mask ? mask : NULL, scratch);
+            s.scratch_parts = 0;
+            ms_k_cpu_set_threads(1);
+            int differ = 0;
+            for (int64_t i = 0; i < qn; i++) differ += memcmp(&out[i], &one[i], sizeof(float)) != 0;
+            CHECK(differ == 0 && guards_ok(out, qn), "attention over 2 threads: %d outputs differ from 1 thread",
+                  differ);
         }
-        free(q), free(kc), free(vc), free(scratch), free(want);
+        free(q), free(kc), free(vc), free(scratch), free(want), free(one);
         guarded_free(out);
     }
     printf("attention: max abs diff %.3g\n", worst);

@@ -136,16 +136,27 @@ static inline float exp_neg(float x) {
 
 /* Causal / tree-masked GQA attention over a KV cache (see ms_k_attn_shape).
  * Per query row and head: scores over all candidate rows, masked ones set
- * to −inf, softmax, weighted sum of V rows. */
-MS_HOT static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv, const void *vcv,
-                                 const ms_k_attn_shape *s, const uint64_t *mask, float *att) {
-    float *out = outv;
-    const float *q = qv, *kc = kcv, *vc = vcv;
+ * to −inf, softmax, weighted sum of V rows. One (row, head) pair is always
+ * computed by this one loop body, so splitting the pairs over threads does
+ * not change a bit. */
+typedef struct {
+    float *out;
+    const float *q, *kc, *vc;
+    const ms_k_attn_shape *s;
+    const uint64_t *mask;
+    float *scratch;  /* [parts, ctx + n_q] */
+    int64_t parts;   /* pool parts the pairs are split into */
+} attn_job;
+
+/* (row, head) pairs [p0, p1) with att [ctx + n_q] of scratch. */
+MS_HOT static void attn_pairs(const attn_job *J, int64_t p0, int64_t p1, float *att) {
+    const ms_k_attn_shape *s = J->s;
+    const uint64_t *mask = J->mask;
+    const float *q = J->q, *kc = J->kc, *vc = J->vc;
     const int64_t hd = s->head_dim, kv_dim = s->n_kv_heads * hd, group = s->n_heads / s->n_kv_heads;
-    MS_ASSERT(s->n_heads % s->n_kv_heads == 0);
-    MS_ASSERT(!mask || (s->mask_back >= 0 && s->mask_back <= s->ctx && s->mask_back + s->n_q <= 64));
     const int64_t base = mask ? s->ctx - s->mask_back : s->ctx; /* first row the mask governs */
-    for (int64_t i = 0; i < s->n_q; i++) {
+    for (int64_t p = p0; p < p1; p++) {
+        const int64_t i = p / s->n_heads, h = p % s->n_heads;
         /* Rows past the last visible one never count: causal rows > ctx + i,
          * masked rows past the highest set bit. */
         const int64_t n_rows = mask ? base + (64 - __builtin_clzll(mask[i] | 1)) : s->ctx + i + 1;
@@ -155,37 +166,63 @@ MS_HOT static void cpu_attention(void *ctx, void *outv, const void *qv, const vo
             const int64_t lo = (int64_t)s->q_pos[i] - s->window + 1;
             t0 = lo < 0 ? 0 : lo > base ? base : lo;
         }
-        for (int64_t h = 0; h < s->n_heads; h++) {
-            const float *qh = q + (i * s->n_heads + h) * hd;
-            const float *kh = kc + (h / group) * hd, *vh = vc + (h / group) * hd;
-            float mx = -INFINITY;
-            for (int64_t t = 0; t < t0; t++) att[t] = -INFINITY;
-            for (int64_t t = t0; t < n_rows; t++) {
-                const float *kt = kh + t * kv_dim;
-                float dot = 0.0f;
-                for (int64_t e = 0; e < hd; e++) dot += qh[e] * kt[e];
-                att[t] = dot * s->scale;
-            }
-            if (mask)
-                for (int64_t t = base; t < n_rows; t++)
-                    if (!((mask[i] >> (t - base)) & 1u)) att[t] = -INFINITY;
-            for (int64_t t = 0; t < n_rows; t++) mx = att[t] > mx ? att[t] : mx;
-            float sum = 0.0f;
-            for (int64_t t = 0; t < n_rows; t++) {
-                float e = att[t] == -INFINITY ? 0.0f : exp_neg(att[t] - mx);
-                att[t] = e;
-                sum += e;
-            }
-            float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-            float *oh = out + (i * s->n_heads + h) * hd;
-            for (int64_t e = 0; e < hd; e++) oh[e] = 0.0f;
-            for (int64_t t = 0; t < n_rows; t++) {
-                const float p = att[t] * inv;
-                const float *vt = vh + t * kv_dim;
-                for (int64_t e = 0; e < hd; e++) oh[e] += p * vt[e];
-            }
+        const float *qh = q + (i * s->n_heads + h) * hd;
+        const float *kh = kc + (h / group) * hd, *vh = vc + (h / group) * hd;
+        float mx = -INFINITY;
+        for (int64_t t = 0; t < t0; t++) att[t] = -INFINITY;
+        for (int64_t t = t0; t < n_rows; t++) {
+            const float *kt = kh + t * kv_dim;
+            float dot = 0.0f;
+            for (int64_t e = 0; e < hd; e++) dot += qh[e] * kt[e];
+            att[t] = dot * s->scale;
+        }
+        if (mask)
+            for (int64_t t = base; t < n_rows; t++)
+                if (!((mask[i] >> (t - base)) & 1u)) att[t] = -INFINITY;
+        for (int64_t t = 0; t < n_rows; t++) mx = att[t] > mx ? att[t] : mx;
+        float sum = 0.0f;
+        for (int64_t t = 0; t < n_rows; t++) {
+            float e = att[t] == -INFINITY ? 0.0f : exp_neg(att[t] - mx);
+            att[t] = e;
+            sum += e;
+        }
+        float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        float *oh = J->out + (i * s->n_heads + h) * hd;
+        for (int64_t e = 0; e < hd; e++) oh[e] = 0.0f;
+        for (int64_t t = 0; t < n_rows; t++) {
+            const float p_ = att[t] * inv;
+            const float *vt = vh + t * kv_dim;
+            for (int64_t e = 0; e < hd; e++) oh[e] += p_ * vt[e];
         }
     }
+}
+
+/* The least work (multiply-adds of q·K, about as many of p·V) that is split over the pool. */
+enum { ATTN_SPLIT_MIN = 1 << 16 };
+
+/* Pool part t of J->parts: its share of the pairs, its own scratch row. */
+static void attn_part(void *arg, int64_t t0, int64_t t1) {
+    const attn_job *J = arg;
+    const int64_t pairs = J->s->n_q * J->s->n_heads, stride = J->s->ctx + J->s->n_q;
+    for (int64_t t = t0; t < t1; t++)
+        attn_pairs(J, pairs * t / J->parts, pairs * (t + 1) / J->parts, J->scratch + t * stride);
+}
+
+static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv, const void *vcv,
+                          const ms_k_attn_shape *s, const uint64_t *mask, float *att) {
+    (void)ctx;
+    MS_ASSERT(s->n_heads % s->n_kv_heads == 0);
+    MS_ASSERT(!mask || (s->mask_back >= 0 && s->mask_back <= s->ctx && s->mask_back + s->n_q <= 64));
+    attn_job J = {.out = outv, .q = qv, .kc = kcv, .vc = vcv, .s = s, .mask = mask, .scratch = att, .parts = 1};
+    const int64_t pairs = s->n_q * s->n_heads;
+    /* split only work worth a pool round (a decode step at a short context is not) */
+    if (s->scratch_parts > 1 && pairs * (s->ctx + s->n_q) * s->head_dim >= ATTN_SPLIT_MIN) {
+        J.parts = ms_pool_threads();
+        if (J.parts > s->scratch_parts) J.parts = s->scratch_parts;
+        if (J.parts > pairs) J.parts = pairs;
+    }
+    if (J.parts <= 1) attn_pairs(&J, 0, pairs, att);
+    else ms_pool_run(attn_part, &J, J.parts, 1);
 }
 
 MS_HOT static void cpu_silu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {

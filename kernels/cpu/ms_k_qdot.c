@@ -13,9 +13,12 @@
  *     the float steps must match, and they are the same IEEE operations in
  *     the same order (no fused multiply-add: GCC does not contract in ISO C
  *     mode, clang is told below).
- *   - AMX (Q4_K, Q6_K, Q8_0 at n ≥ AMX_MIN_ROWS; Q8_0 at n = 1): the block
+ *   - AMX (Q4_K, Q6_K, Q8_0 at n ≥ AMX_MIN_ROWS): the block
  *     sums from tile products, 16 weight rows at a time, the same f32 steps
- *     vectorised over the 16 weight rows (see "AMX" below).
+ *     vectorised over the 16 weight rows (see "AMX" below). One row (decode)
+ *     stays on VNNI with a software prefetch (QD_PF): an AMX GEMV over 16
+ *     strided weight rows measured 12-15 % slower on Gemma 3's Q8_0 head
+ *     (results/gguf/ops-2026-11-24b.md).
  * Other types take the scalar twin (threaded).
  */
 #include "ms_qdot.h"
@@ -45,13 +48,17 @@
 enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TILE = 8, GRAIN = 32 };
 /* From this many x rows on, Q4_K, Q6_K and Q8_0 take the AMX path where the
  * CPU has it (below: the VNNI path, faster there: an AMX tile product costs
- * the same for 1 row as for 16; the results are the same either way). */
-enum { AMX_MIN_ROWS = 4 };
+ * the same for 1 row as for 16, and each block's C tile goes through memory;
+ * the results are the same either way). Measured on the 1.5B at 2 threads
+ * (forward cost in decode steps, VNNI / AMX): 4 rows 1.12 / 1.28, 8 rows
+ * 1.57 / 1.57, 16 rows 3.0 / 2.45 (results/gguf/ops-2026-11-24b.md). */
+enum { AMX_MIN_ROWS = 8 };
 /* Software prefetch distance (bytes ahead of the weight group being read)
  * for the one-row VNNI path; 0: the hardware prefetchers alone. A build
- * option (-DQD_PF=N) for measuring, off until a measurement shows a gain. */
+ * option (-DQD_PF=N; 0: off). 2048 measured best of 0 / 1k / 2k / 4k / 8k on
+ * the 1.5B and Gemma 3 at 2 threads (results/gguf/ops-2026-11-24b.md). */
 #ifndef QD_PF
-#define QD_PF 0
+#define QD_PF 2048
 #endif
 
 
@@ -972,82 +979,6 @@ QD_AMX static void amx_range_q4_k(void *arg, int64_t t0, int64_t t1) { amx_range
 QD_AMX static void amx_range_q6_k(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q6_K); }
 QD_AMX static void amx_range_q8_0(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q8_0); }
 
-/* One x row against Q8_0 (a decode step): the weights need no unpacking, so
- * the roles turn: A = 16 weight rows' q of block b straight from the tensor
- * (32 bytes at row stride), B = the x block's 8 quads (one column), C[j] =
- * the 16 block sums, one vector over j — then the same terms and lane tree
- * as above. A tile short of 16 rows (the tensor's end) takes the VNNI path
- * for its rows; both are the definition. */
-QD_AMX static void amx_range_q8_0_n1(void *arg, int64_t t0, int64_t t1) {
-    const qd_job *J = arg;
-    const ms_q8_act *x = J->x;
-    const ms_qweight *W = J->w;
-    amx_scratch *X = &amx_s;
-    const int64_t nb = x->k / QK;
-    const size_t rb = W->row_bytes;
-    amx_cfg cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int s = 0; s < 2; s++) {
-        cfg.rows[3 * s + 0] = AMX_ROWS, cfg.colsb[3 * s + 0] = 4; /* C: 16 weight rows × 1 */
-        cfg.rows[3 * s + 1] = AMX_ROWS, cfg.colsb[3 * s + 1] = 32; /* A: 16 weight rows × 32 */
-        cfg.rows[3 * s + 2] = 8, cfg.colsb[3 * s + 2] = 4;        /* B: 8 quads × 1 */
-    }
-    _tile_loadconfig(&cfg);
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int32_t)rb));
-    for (int64_t t = t0; t < t1; t++) {
-        const int64_t j0 = t * AMX_ROWS;
-        if (W->m - j0 < AMX_ROWS) {
-            simd_range_q8_0(arg, j0, W->m);
-            continue;
-        }
-        const uint8_t *w0 = (const uint8_t *)W->data + (size_t)j0 * rb;
-        const size_t span = (size_t)AMX_ROWS * rb;
-        const bool pf = t + 1 < t1 && (t + 2) * AMX_ROWS <= W->m;
-        __m512 acc[GROUP];
-        for (int l = 0; l < GROUP; l++) acc[l] = _mm512_setzero_ps();
-        /* block b on tile set b mod 2; b + 1 issued before b is stored */
-#define Q8N1_ISSUE(b)                                                                     \
-    do {                                                                                  \
-        const uint8_t *wa_ = w0 + (size_t)(b) * 34 + 2;                                   \
-        const int8_t *xb_ = x->qp + (size_t)(b) * QK;                                     \
-        if (((b) & 1) == 0) {                                                             \
-            QD_TILE_ZERO(0);                                                              \
-            QD_TILE_LOAD(1, wa_, rb);                                                     \
-            QD_TILE_LOAD(2, xb_, 4);                                                      \
-            QD_TILE_DPBSSD(0, 1, 2);                                                      \
-        } else {                                                                          \
-            QD_TILE_ZERO(3);                                                              \
-            QD_TILE_LOAD(4, wa_, rb);                                                     \
-            QD_TILE_LOAD(5, xb_, 4);                                                      \
-            QD_TILE_DPBSSD(3, 4, 5);                                                      \
-        }                                                                                 \
-    } while (0)
-        Q8N1_ISSUE(0);
-        for (int64_t b = 0; b < nb; b++) {
-            if (b + 1 < nb) Q8N1_ISSUE(b + 1);
-            if (pf) { /* the next tile, a share per block */
-                const size_t lo = span * (size_t)b / (size_t)nb, hi = span * (size_t)(b + 1) / (size_t)nb;
-                for (size_t o = lo & ~(size_t)63; o < hi; o += 64) _mm_prefetch((const char *)(w0 + span + o), _MM_HINT_T0);
-            }
-            if ((b & 1) == 0) QD_TILE_STORE(0, X->c[0], 4);
-            else QD_TILE_STORE(3, X->c[1], 4);
-            const __m512 sf = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)X->c[b & 1]));
-            const __m512 av = amx_f16(amx_gather(w0, idx, (__mmask16)0xFFFF, (size_t)b * 34), 0);
-            const __m512 t_ = _mm512_mul_ps(_mm512_mul_ps(av, _mm512_set1_ps(x->d[b])), sf);
-            acc[b % GROUP] = _mm512_add_ps(acc[b % GROUP], t_);
-        }
-#undef Q8N1_ISSUE
-        __m512 s8[8], s4[4];
-        for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(acc[l], acc[l + 8]);
-        for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
-        __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
-        if (J->b) v = _mm512_add_ps(v, _mm512_loadu_ps(J->b + j0));
-        _mm512_storeu_ps(J->y + j0, v);
-    }
-    _tile_release();
-}
 #endif /* QD_X86 */
 
 /* ---- dispatch ------------------------------------------------------------------ */
@@ -1134,9 +1065,6 @@ static qd_plan plan_of(float *y, const ms_q8_act *x, const ms_qweight *w, const 
     check_args(y, x, w);
     qd_plan p = {.J = {.y = y, .ldy = w->m, .x = x, .w = w, .b = b, .rows = NULL}};
     ms_pool_fn amx = x->n >= AMX_MIN_ROWS ? amx_fn(w->dtype) : NULL;
-#if QD_X86
-    if (x->n == 1 && w->dtype == MS_DTYPE_Q8_0 && amx_fn(w->dtype)) amx = amx_range_q8_0_n1;
-#endif
     if (amx) {
         p.fn = amx;
         p.items = (w->m + 15) / 16;
