@@ -58,8 +58,7 @@ static ms_status check_artifact(const ms_gguf *g, const char *path, const char *
     if (st == MS_ERR_NOT_FOUND) MS_FAIL(MS_ERR_FORMAT, "vocab artefact %s: no microspec.artifact (not an artefact)", path);
     MS_TRY(st);
     if (strcmp(s, kind)) MS_FAIL(MS_ERR_INVALID, "vocab artefact %s is a \"%s\" artefact, not \"%s\"", path, s, kind);
-    MS_TRY(kv_equal(g, path, "microspec.vocab_size", V));
-    MS_TRY(kv_equal(g, path, "microspec.hidden_size", d));
+    /* the model's identity first: an artefact of another model is named as such, whatever its sizes */
     const char *want;
     size_t len;
     st = ms_gguf_get_str(g, "microspec.model_sha256", &want, &len);
@@ -73,6 +72,8 @@ static ms_status check_artifact(const ms_gguf *g, const char *path, const char *
                 "vocab artefact %s was made for the model with sha256 %s, but the model %s (%s) has sha256 %s: "
                 "rebuild the artefact for this model",
                 path, want, model_path, file, have);
+    MS_TRY(kv_equal(g, path, "microspec.vocab_size", V));
+    MS_TRY(kv_equal(g, path, "microspec.hidden_size", d));
     return MS_OK;
 }
 
