@@ -13,7 +13,7 @@
  *     (both hashes and the model path named), the wrong artefact kind, the
  *     wrong vocabulary size, a missing artefact file.
  *  4. ms_vsel_step: the step vocabulary's active set is picks ∪ window.
- *  5. The draft: mode names round-trip; dynaspec refused ("not built yet"),
+ *  5. The draft: mode names round-trip; dynaspec over a Hugging Face folder refused (its router reads a GGUF token table),
  *     a selector over static refused, a draft of another model refusing the
  *     artefact, no artefact, a budget decay > 1; specvocab+window accepted.
  */
