@@ -16,7 +16,10 @@
  * holds quad t of 16 blocks, one block per 32-bit lane: a VNNI dot product
  * (vpdpbusd) then sums each block in its own lane with no horizontal add.
  * d and s are [n][16·groups], block order. qp holds the same q in plain
- * element order (row stride 512·groups), for the AMX path below.
+ * element order (row stride 512·groups), for the AMX path below; qa the
+ * same q in pairs of blocks, for one-row products over Q8_0 / Q5_0: in
+ * group G, 64-byte vector i holds [block a(i) | block a(i) + 4] with
+ * a(i) = i (i < 4) or i + 4 (i ≥ 4), the order the weights load in.
  *
  * The result (the scalar twin ms_qdot_linear_ref is the specification; the
  * SIMD path equals it bit for bit). For x row r and weight row j:
@@ -61,6 +64,7 @@ typedef struct {
     int64_t n, k;       /* rows and elements a row, of the last ms_q8_quantize */
     int64_t cap_groups; /* capacity: rows × groups a row, summed */
     int8_t *q;          /* [n][512·groups(k)], the transposed layout above (64-byte aligned) */
+    int8_t *qa;         /* [n][512·groups(k)], the same q in the pair layout above (64-byte aligned) */
     int8_t *qp;         /* [n][512·groups(k)], the same q in element order (q of element e at e):
                          * the AMX path's row tiles; room for n rounded up to 16 rows */
     float *d;           /* [n][16·groups(k)] block scales */

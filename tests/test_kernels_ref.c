@@ -155,6 +155,22 @@ static void test_argmax(ms_rng *r) {
         int32_t got = ms_k_argmax(x, n);
         CHECK(got == want, "argmax n %lld: got %d want %d (first max)", (long long)n, got, want);
     }
+    /* Long rows (the vector path, its tail) with NaN, -inf and signed zeros. */
+    static float y[1000];
+    for (int t = 0; t < 200; t++) {
+        int64_t n = 1 + (int64_t)(ms_rng_u64(r) % 1000);
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t u = ms_rng_u64(r) % 16;
+            y[i] = u == 0 ? NAN : u == 1 ? -INFINITY : u == 2 ? -0.0f : u == 3 ? 0.0f : (float)(u % 7) - 9.0f;
+        }
+        if (t % 3 == 0) y[ms_rng_u64(r) % n] = 1.0f + (float)(t % 2); /* a unique or a tied positive max */
+        int32_t want = -1;
+        for (int64_t i = 0; i < n; i++)
+            if (!isnan(y[i]) && (want < 0 || y[i] > y[want])) want = (int32_t)i;
+        if (want < 0) want = 0;
+        int32_t got = ms_k_argmax(y, n);
+        CHECK(got == want, "argmax n %lld: got %d want %d (first max, NaN skipped)", (long long)n, got, want);
+    }
     float a[] = {NAN, 1.0f, 3.0f, NAN, 3.0f, 2.0f};
     CHECK(ms_k_argmax(a, 6) == 2, "argmax with NaN: got %d want 2 (NaN never wins, first max)", ms_k_argmax(a, 6));
     float b[] = {-INFINITY, NAN, -INFINITY, -5.0f};

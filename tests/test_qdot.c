@@ -121,13 +121,13 @@ static float act_d(const ms_q8_act *a, int64_t r, int64_t b) { return a->d[r * m
 static int32_t act_s(const ms_q8_act *a, int64_t r, int64_t b) { return a->s[r * ms_q8_groups(a->k) * 16 + b]; }
 
 /* k values per type: partial groups, one group, several groups. */
-static int ks_for(ms_dtype t, int64_t ks[4]) {
+static int ks_for(ms_dtype t, int64_t ks[5]) {
     if (ms_dtype_block(t) == 256) {
         ks[0] = 256, ks[1] = 768, ks[2] = 4096 + 768; /* 1, 3, 19 super-blocks */
         return 3;
     }
-    ks[0] = 32, ks[1] = 544, ks[2] = 896, ks[3] = 640;
-    return 4;
+    ks[0] = 32, ks[1] = 544, ks[2] = 896, ks[3] = 640, ks[4] = 608; /* tails of 1, 1, 12, 4, 3 blocks */
+    return 5;
 }
 
 /* ---- 1 ---------------------------------------------------------------------- */
@@ -201,7 +201,7 @@ static void test_twin_vs_naive(void) {
     ms_rng_seed(&r, 22);
     for (int ti = 0; ti < N_TYPES; ti++) {
         const ms_dtype t = k_types[ti];
-        int64_t ks[4];
+        int64_t ks[5];
         const int nk = ks_for(t, ks);
         for (int ki = 0; ki < nk; ki++) {
             const int64_t k = ks[ki], m = 37, n = 5;
@@ -244,7 +244,7 @@ static void test_fast_vs_twin(int threads) {
     static const int64_t ns[] = {1, 3, 8, 11, 17, 64, 130}; /* AMX: partial row tiles, chunks of 64 */
     for (int ti = 0; ti < N_TYPES; ti++) {
         const ms_dtype t = k_types[ti];
-        int64_t ks[4];
+        int64_t ks[5];
         const int nk = ks_for(t, ks);
         if (threads == 1) printf("  %-5s path %s\n", ms_dtype_name(t), ms_qdot_path(t));
         for (int ki = 0; ki < nk; ki++) {

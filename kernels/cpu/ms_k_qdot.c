@@ -84,12 +84,13 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     if (!ms_mul_size((size_t)g, 16 * GROUP_Q, &pb) || pb > SIZE_MAX - qb) return MS_ERR_RANGE;
     pb += qb;
     a->q = aligned_alloc(64, qb);
+    a->qa = aligned_alloc(64, qb);
     a->qp = aligned_alloc(64, pb);
     a->sf = aligned_alloc(64, fb);
     if (a->qp) memset(a->qp, 0, pb);
     a->d = aligned_alloc(64, fb);
     a->s = aligned_alloc(64, fb);
-    if (!a->q || !a->qp || !a->d || !a->s || !a->sf) {
+    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sf) {
         MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
                      (long long)max_k);
         ms_q8_act_free(a);
@@ -102,6 +103,7 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
 void ms_q8_act_free(ms_q8_act *a) {
     if (!a) return;
     free(a->q);
+    free(a->qa);
     free(a->qp);
     free(a->sf);
     free(a->d);
@@ -109,10 +111,14 @@ void ms_q8_act_free(ms_q8_act *a) {
     memset(a, 0, sizeof(*a));
 }
 
+/* Where block j of a group starts in the pair layout (ms_qdot.h: qa). */
+static inline int pair_offset(int j) { return 64 * (j % 4 + 4 * (j / 8)) + 32 * ((j / 4) % 2); }
+
 /* One block of 32: d = max|x|/127, q = nearest-even(x/d) (the 1.5·2^23 add
  * rounds in f32 for |v| < 2^22), written quad by quad into lane j of its
- * group (q_group + 64·t + 4·j). */
-static void quantize_block(const float *xb, int8_t *qg, int j, int8_t *qp, float *d, int32_t *s) {
+ * group (q_group + 64·t + 4·j), in element order into qp and into qa's
+ * group at pair_offset(j). */
+static void quantize_block(const float *xb, int8_t *qg, int8_t *qag, int j, int8_t *qp, float *d, int32_t *s) {
     float amax = 0.0f;
     bool finite = true;
     for (int e = 0; e < QK; e++) {
@@ -131,6 +137,7 @@ static void quantize_block(const float *xb, int8_t *qg, int j, int8_t *qp, float
             q = q > 127 ? 127 : q < -127 ? -127 : q;
         }
         qg[64 * (e / 4) + 4 * j + (e % 4)] = (int8_t)q;
+        qag[pair_offset(j) + e] = (int8_t)q;
         qp[e] = (int8_t)q;
         sum += q;
     }
@@ -151,16 +158,18 @@ static void quant_range(void *arg, int64_t i0, int64_t i1) {
     const int64_t g = J->g, nb = J->nb, k = J->k;
     for (int64_t i = i0; i < i1; i++) {
         const int64_t r = i / g, G = i % g;
-        int8_t *qg = a->q + (size_t)i * GROUP_Q, *pr = a->qp + (size_t)(r * g) * GROUP_Q;
+        int8_t *qg = a->q + (size_t)i * GROUP_Q, *qag = a->qa + (size_t)i * GROUP_Q;
+        int8_t *pr = a->qp + (size_t)(r * g) * GROUP_Q;
         float *dr = a->d + r * g * GROUP, *fr = a->sf + r * g * GROUP;
         int32_t *sr = a->s + r * g * GROUP;
         for (int64_t b = G * GROUP; b < (G + 1) * GROUP; b++) {
             const int j = (int)(b % GROUP);
             if (b < nb) {
-                quantize_block(J->x + r * k + b * QK, qg, j, pr + b * QK, &dr[b], &sr[b]);
+                quantize_block(J->x + r * k + b * QK, qg, qag, j, pr + b * QK, &dr[b], &sr[b]);
                 fr[b] = (float)sr[b];
             } else { /* padding: contributes +0 to its lane */
                 for (int t = 0; t < 8; t++) memset(qg + 64 * t + 4 * j, 0, 4);
+                memset(qag + pair_offset(j), 0, QK);
                 memset(pr + b * QK, 0, QK);
                 dr[b] = 0.0f;
                 sr[b] = 0;
@@ -431,70 +440,123 @@ QD_INLINE void transpose_16x8(const __m512i A[8], __m512i T[8]) {
     }
 }
 
+/* A row's short tail, nv <= 4 blocks (k = 640 leaves 4 after a whole group:
+ * Gemma 3's q, k, v, gate, up and head): A[i]'s first half holds block i
+ * (the a_block layout; second halves are not read). T[q] lane j = quad q
+ * of block j for j < 4, zero above: two inserts and 8 two-source lane
+ * permutes instead of the 16-block transpose's 24 shuffles on data a
+ * quarter full. Same unsigned bytes in the same lanes as transpose_16x8. */
+QD_INLINE void transpose_tail4(const __m512i A[4], __m512i T[8]) {
+    const __m512i P0 = _mm512_inserti64x4(A[0], _mm512_castsi512_si256(A[1]), 1); /* [block 0 | block 1] */
+    const __m512i P1 = _mm512_inserti64x4(A[2], _mm512_castsi512_si256(A[3]), 1); /* [block 2 | block 3] */
+    for (int q = 0; q < 8; q++) {
+        const __m512i idx = _mm512_setr_epi32(q, 8 + q, 16 + q, 24 + q, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        T[q] = _mm512_maskz_permutex2var_epi32((__mmask16)0x000F, P0, idx, P1);
+    }
+}
+
 /* Block of A[i]'s first half (second: + 4). */
 static inline int a_block(int i) { return i < 4 ? i : i + 4; }
 
-/* The f16 at byte `off` of each of the 16 blocks of a group (stride bb),
- * lanes j ≥ nv zero; as f32. */
-QD_INLINE __m512 gather_f16(const uint8_t *base, int bb, int off, int nv) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(bb));
-    const __mmask16 k = (__mmask16)((1u << nv) - 1u);
-    __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + off, 1);
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_and_si512(v, _mm512_set1_epi32(0xFFFF))));
-}
-
-/* gather_f16 of a whole group (nv = 16) without the gather instruction:
- * 16 scalar loads, one vector load (measured faster on this VM). */
-QD_INLINE __m512 load_f16_16(const uint8_t *base, int bb, int off) {
-    uint16_t d[GROUP];
-    for (int j = 0; j < GROUP; j++) d[j] = ld_u16(base + (size_t)j * (size_t)bb + (size_t)off);
+/* The f16 at byte `off` of the first nv blocks of a group (stride bb), lanes
+ * j >= nv zero; as f32. Scalar loads and one vector load: measured faster
+ * on this VM than a masked 32-bit gather. */
+QD_INLINE __m512 load_f16_n(const uint8_t *base, int bb, int off, int nv) {
+    uint16_t d[GROUP] = {0};
+    for (int j = 0; j < nv; j++) d[j] = ld_u16(base + (size_t)j * (size_t)bb + (size_t)off);
     return _mm512_cvtph_ps(_mm256_loadu_si256((const void *)d));
 }
 
-/* Q8_0 {f16 d; i8 qs[32]}: unsigned u = q + 128 (offset 128). */
-QD_INLINE void unpack_q8_0(const uint8_t *base, int nv, wgroup *W) {
-    __m512i A[8];
-    if (nv == GROUP) { /* a whole group (all but a row's tail): plain loads, the 16 scales without a gather */
+/* Q8_0 {f16 d; i8 qs[32]}: unsigned u = q + 128 (offset 128). Lanes of
+ * blocks past nv hold 128, which meets the zero padding of x (q = 0, s = 0)
+ * and a zero scale. */
+QD_INLINE void load_q8_0(const uint8_t *base, int nv, __m512i A[8]) {
+    const __m512i off = _mm512_set1_epi8((char)0x80);
+    if (nv <= 4) { /* A[0..3]'s first halves only */
+        for (int i = 0; i < 4; i++) {
+            A[i] = _mm512_xor_si512(
+                _mm512_castsi256_si512(_mm256_maskz_loadu_epi8(i < nv ? ~0u : 0u, base + (size_t)i * 34 + 2)), off);
+            A[i + 4] = _mm512_setzero_si512();
+        }
+    } else if (nv == GROUP) { /* a whole group (all but a row's tail): plain loads */
         for (int i = 0; i < 8; i++) {
             const int b0 = a_block(i);
             const __m256i lo = _mm256_loadu_si256((const void *)(base + (size_t)b0 * 34 + 2));
             const __m256i hi = _mm256_loadu_si256((const void *)(base + (size_t)(b0 + 4) * 34 + 2));
-            A[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
+            A[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), off);
         }
-        transpose_16x8(A, W->t);
-        W->a = load_f16_16(base, 34, 0);
-        return;
+    } else {
+        for (int i = 0; i < 8; i++) {
+            const int b0 = a_block(i), b1 = b0 + 4;
+            __m256i lo = _mm256_maskz_loadu_epi8(b0 < nv ? ~0u : 0u, base + (size_t)b0 * 34 + 2);
+            __m256i hi = _mm256_maskz_loadu_epi8(b1 < nv ? ~0u : 0u, base + (size_t)b1 * 34 + 2);
+            A[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), off);
+        }
     }
-    for (int i = 0; i < 8; i++) {
-        const int b0 = a_block(i), b1 = b0 + 4;
-        __m256i lo = _mm256_maskz_loadu_epi8(b0 < nv ? ~0u : 0u, base + (size_t)b0 * 34 + 2);
-        __m256i hi = _mm256_maskz_loadu_epi8(b1 < nv ? ~0u : 0u, base + (size_t)b1 * 34 + 2);
-        A[i] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), _mm512_set1_epi8((char)0x80));
-    }
-    transpose_16x8(A, W->t);
-    W->a = gather_f16(base, 34, 0, nv);
+}
+
+QD_INLINE void unpack_q8_0(const uint8_t *base, int nv, wgroup *W) {
+    __m512i A[8];
+    load_q8_0(base, nv, A);
+    if (nv <= 4) transpose_tail4(A, W->t);
+    else transpose_16x8(A, W->t);
+    W->a = load_f16_n(base, 34, 0, nv);
 }
 
 /* Q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: unsigned q (offset 16). Element e of a
- * block sits at byte e of its 32-byte half: qs low nibbles, then high. */
-QD_INLINE void unpack_q5_0(const uint8_t *base, int nv, wgroup *W) {
+ * block sits at byte e of its 32-byte half: qs low nibbles, then high.
+ * A[i] = [block b0 | block b1], a block past nv zero. */
+QD_INLINE __m512i q5_0_pair(const uint8_t *base, int b0, int b1, int nv) {
     const __m512i shifts = _mm512_setr_epi64(0, 0, 0x0004000400040004LL, 0x0004000400040004LL, 0, 0,
                                              0x0004000400040004LL, 0x0004000400040004LL);
+    const uint8_t *p0 = base + (size_t)b0 * 22, *p1 = base + (size_t)b1 * 22;
+    __m128i q0 = _mm_maskz_loadu_epi8(b0 < nv ? 0xFFFF : 0, p0 + 6);
+    __m128i q1 = _mm_maskz_loadu_epi8(b1 < nv ? 0xFFFF : 0, p1 + 6);
+    uint64_t h0 = b0 < nv ? ld_u32(p0 + 2) : 0, h1 = b1 < nv ? ld_u32(p1 + 2) : 0;
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(q0)),
+                                   _mm256_broadcastsi128_si256(q1), 1);
+    z = _mm512_and_si512(_mm512_srlv_epi16(z, shifts), _mm512_set1_epi8(0x0F));
+    return _mm512_mask_add_epi8(z, _cvtu64_mask64(h0 | (h1 << 32)), z, _mm512_set1_epi8(0x10));
+}
+
+QD_INLINE void load_q5_0(const uint8_t *base, int nv, __m512i A[8]) {
+    if (nv <= 4) /* A[0..3] only; their second halves: none */
+        for (int i = 0; i < 4; i++) A[i] = q5_0_pair(base, i, GROUP, nv), A[i + 4] = _mm512_setzero_si512();
+    else
+        for (int i = 0; i < 8; i++) A[i] = q5_0_pair(base, a_block(i), a_block(i) + 4, nv);
+}
+
+QD_INLINE void unpack_q5_0(const uint8_t *base, int nv, wgroup *W) {
     __m512i A[8];
-    for (int i = 0; i < 8; i++) {
-        const int b0 = a_block(i), b1 = b0 + 4;
-        const uint8_t *p0 = base + (size_t)b0 * 22, *p1 = base + (size_t)b1 * 22;
-        __m128i q0 = _mm_maskz_loadu_epi8(b0 < nv ? 0xFFFF : 0, p0 + 6);
-        __m128i q1 = _mm_maskz_loadu_epi8(b1 < nv ? 0xFFFF : 0, p1 + 6);
-        uint64_t h0 = b0 < nv ? ld_u32(p0 + 2) : 0, h1 = b1 < nv ? ld_u32(p1 + 2) : 0;
-        __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(q0)),
-                                       _mm256_broadcastsi128_si256(q1), 1);
-        z = _mm512_and_si512(_mm512_srlv_epi16(z, shifts), _mm512_set1_epi8(0x0F));
-        A[i] = _mm512_mask_add_epi8(z, _cvtu64_mask64(h0 | (h1 << 32)), z, _mm512_set1_epi8(0x10));
-    }
-    transpose_16x8(A, W->t);
-    W->a = nv == GROUP ? load_f16_16(base, 22, 0) : gather_f16(base, 22, 0, nv);
+    load_q5_0(base, nv, A);
+    if (nv <= 4) transpose_tail4(A, W->t);
+    else transpose_16x8(A, W->t);
+    W->a = load_f16_n(base, 22, 0, nv);
+}
+
+/* One x row's 16 block sums of a Q8_0 / Q5_0 group without the weight
+ * transpose (the one-row path): A[i] = [block a_block(i) | a_block(i) + 4]
+ * as loaded, xa the x row's group in the same pair layout (qa), so
+ * V[i] = vpdpbusd(A[i], xa[i]) holds 8 partial sums of each of the two
+ * blocks; three rounds of unpack-and-add (14 shuffles, 7 adds, against the
+ * transpose's 24 shuffles) leave lane j = the exact sum of block j, the
+ * same integer the transposed path forms. nv <= 4: A[4..7] (zero) are not
+ * multiplied (blocks 8-15 are padding, x = 0 there), and A[0..3]'s second
+ * halves meet x's zero padding. */
+QD_INLINE __m512i pair_sums(const __m512i A[8], const int8_t *xa, int nv) {
+    __m512i V[8];
+    for (int i = 0; i < 8; i++)
+        V[i] = i < 4 || nv > 4 ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), A[i],
+                                                     _mm512_load_si512((const void *)(xa + 64 * i)))
+                               : _mm512_setzero_si512();
+    __m512i S[4], T[2];
+    for (int k = 0; k < 4; k++)
+        S[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(V[2 * k], V[2 * k + 1]),
+                                _mm512_unpackhi_epi32(V[2 * k], V[2 * k + 1]));
+    for (int m = 0; m < 2; m++)
+        T[m] = _mm512_add_epi32(_mm512_unpacklo_epi64(S[2 * m], S[2 * m + 1]),
+                                _mm512_unpackhi_epi64(S[2 * m], S[2 * m + 1]));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(T[0], T[1], 0x88), _mm512_shuffle_i32x4(T[0], T[1], 0xDD));
 }
 
 /* Two 256-bit loads as one 512-bit vector, zero when !ok. */
@@ -583,6 +645,18 @@ QD_INLINE void unpack_q6_k(const uint8_t *base, int nv, wgroup *W) {
     kq_d(d[0], d[1], 0, 0, &W->a, &unused);
 }
 
+/* The twin's block_term from the unsigned-weight block sums (lane j =
+ * block j): the offset of Q8_0 / Q5_0 removed, then the f32 steps. */
+QD_INLINE __m512 sums_terms(__m512 a, __m512 m, __m512i sumi, const float *xd, __m512i sx, ms_dtype DT) {
+    if (DT == MS_DTYPE_Q8_0) sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(sx, 7));
+    if (DT == MS_DTYPE_Q5_0) sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(sx, 4));
+    const __m512 dx = _mm512_loadu_ps(xd);
+    const __m512 t = _mm512_mul_ps(_mm512_mul_ps(a, dx), _mm512_cvtepi32_ps(sumi));
+    if (DT != MS_DTYPE_Q4_K) return t;
+    const __m512 u = _mm512_mul_ps(_mm512_mul_ps(m, dx), _mm512_cvtepi32_ps(sx));
+    return _mm512_sub_ps(t, u);
+}
+
 /* The 16 terms of one x row's group (xg: its 512 q bytes, xd/xs: its 16
  * scales and sums), lane j = block j: the twin's block_term. */
 QD_INLINE __m512 group_terms(const wgroup *W, const int8_t *xg, const float *xd, const int32_t *xs, ms_dtype DT) {
@@ -608,14 +682,8 @@ QD_INLINE __m512 group_terms(const wgroup *W, const int8_t *xg, const float *xd,
             r1 = _mm512_dpbusd_epi32(r1, W->t[q + 1], X[q + 1]);
         }
         sumi = _mm512_add_epi32(r0, r1);
-        if (DT == MS_DTYPE_Q8_0) sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(sx, 7));
-        if (DT == MS_DTYPE_Q5_0) sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(sx, 4));
     }
-    const __m512 dx = _mm512_loadu_ps(xd);
-    const __m512 t = _mm512_mul_ps(_mm512_mul_ps(W->a, dx), _mm512_cvtepi32_ps(sumi));
-    if (DT != MS_DTYPE_Q4_K) return t;
-    const __m512 u = _mm512_mul_ps(_mm512_mul_ps(W->m, dx), _mm512_cvtepi32_ps(sx));
-    return _mm512_sub_ps(t, u);
+    return sums_terms(W->a, W->m, sumi, xd, sx, DT);
 }
 
 /* lanes_reduce on a vector: (l, l+8), then (l, l+4), then (0+2) + (1+3). */
@@ -627,12 +695,25 @@ QD_INLINE float vec_reduce(__m512 a) {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
+/* Bytes of one group of 16 weight blocks, a constant for each path (the
+ * out-of-line ms_dtype_block_bytes showed at ~1 % of a decode, called once
+ * a weight row). */
+QD_INLINE size_t group_bytes(ms_dtype DT) {
+    switch (DT) {
+    case MS_DTYPE_Q8_0: return 16 * 34;
+    case MS_DTYPE_Q5_0: return 16 * 22;
+    case MS_DTYPE_Q4_K: return 2 * 144;
+    case MS_DTYPE_Q6_K: return 2 * 210;
+    default: return (size_t)GROUP * ms_dtype_block_bytes(DT) / (size_t)(ms_dtype_block(DT) / QK);
+    }
+}
+
 /* NT x rows from i0 against weight row wr (output column j). */
 QD_INLINE void simd_tile(const qd_job *J, const uint8_t *wr, float bias, int64_t j, int64_t i0, int NT,
                          ms_dtype DT) {
     const ms_q8_act *x = J->x;
     const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
-    const size_t gb = (size_t)GROUP * ms_dtype_block_bytes(DT) / (size_t)(ms_dtype_block(DT) / QK);
+    const size_t gb = group_bytes(DT);
     __m512 acc[TILE];
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     for (int64_t gi = 0; gi < g; gi++) {
@@ -640,6 +721,17 @@ QD_INLINE void simd_tile(const qd_job *J, const uint8_t *wr, float bias, int64_t
         const uint8_t *base = wr + (size_t)gi * gb;
         if (QD_PF > 0)
             for (size_t o = 0; o < gb; o += 64) _mm_prefetch((const char *)base + QD_PF + o, _MM_HINT_T0);
+        if (NT == 1 && (DT == MS_DTYPE_Q8_0 || DT == MS_DTYPE_Q5_0)) { /* one row: no weight transpose */
+            __m512i A[8];
+            if (DT == MS_DTYPE_Q8_0) load_q8_0(base, nv, A);
+            else load_q5_0(base, nv, A);
+            const __m512 a = load_f16_n(base, DT == MS_DTYPE_Q8_0 ? 34 : 22, 0, nv);
+            const int64_t xr = i0 * g + gi;
+            const __m512i sumi = pair_sums(A, x->qa + (size_t)xr * GROUP_Q, nv);
+            acc[0] = _mm512_add_ps(acc[0], sums_terms(a, a, sumi, x->d + xr * GROUP,
+                                                      _mm512_loadu_si512((const void *)(x->s + xr * GROUP)), DT));
+            continue;
+        }
         wgroup W;
         if (DT == MS_DTYPE_Q8_0) unpack_q8_0(base, nv, &W);
         if (DT == MS_DTYPE_Q5_0) unpack_q5_0(base, nv, &W);

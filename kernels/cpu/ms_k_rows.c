@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 /* ---- RoPE ---------------------------------------------------------------- */
 
 /* inv_freq[i] = theta^(-2i/hd); with llama3 scaling (transformers
@@ -100,7 +104,9 @@ void ms_k_log_softmax(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = (float)(((double)x[i] - mx) - ls);
 }
 
-int32_t ms_k_argmax(const float *x, int64_t n) {
+/* The loop that defines ms_k_argmax: the first index of the largest
+ * non-NaN value (0 when there is none). */
+static int32_t argmax_scalar(const float *x, int64_t n) {
     int32_t best = 0;
     float bv = -INFINITY;
     bool found = false;
@@ -113,6 +119,39 @@ int32_t ms_k_argmax(const float *x, int64_t n) {
         }
     }
     return best;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* The same answer in two vector passes (greedy decoding runs this over the
+ * whole vocabulary every token: 262,144 ids on Gemma 3, ~3 % of a decode
+ * step as the scalar loop). Pass 1: the largest non-NaN value (vmaxps
+ * returns its second operand when the first is NaN). Pass 2: the first
+ * index holding it (NaN never compares equal; -0 == +0 as in the loop). */
+__attribute__((target("avx512f"))) static int32_t argmax_avx512(const float *x, int64_t n) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+    float bv = _mm512_reduce_max_ps(m);
+    bool found = bv > -INFINITY;
+    for (; i < n; i++)
+        if (!isnan(x[i]) && (!found || x[i] > bv)) bv = x[i], found = true;
+    if (!found) return argmax_scalar(x, n); /* every value NaN or -inf: rare, and the loop's answer */
+    const __m512 b = _mm512_set1_ps(bv);
+    for (i = 0; i + 16 <= n; i += 16) {
+        const __mmask16 k = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), b, _CMP_EQ_OQ);
+        if (k) return (int32_t)(i + __builtin_ctz((unsigned)k));
+    }
+    for (; i < n; i++)
+        if (x[i] == bv) return (int32_t)i;
+    return 0; /* not reached: bv came from x */
+}
+#endif
+
+int32_t ms_k_argmax(const float *x, int64_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (__builtin_cpu_supports("avx512f")) return argmax_avx512(x, n);
+#endif
+    return argmax_scalar(x, n);
 }
 
 /* "a ranks above b": larger value, ties to the lower index; NaN ranks last. */
