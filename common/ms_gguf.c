@@ -524,8 +524,8 @@ ms_status ms_gguf_open_memory(const void *data, size_t len, const char *name, ms
     return finish_open(g, out);
 }
 
-ms_status ms_gguf_open(const char *path, ms_gguf **out) {
-    *out = NULL;
+/* Open path and check it can hold a GGUF header; its size in *size. */
+static ms_status open_checked(const char *path, int *fd_out, size_t *size) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) MS_FAIL(MS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
@@ -538,12 +538,58 @@ ms_status ms_gguf_open(const char *path, ms_gguf **out) {
         MS_FAIL(MS_ERR_FORMAT, "%s: %lld bytes, too short for a GGUF file (need >= %u)", path, (long long)sb.st_size,
                 GGUF_HEADER_BYTES);
     }
-    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    *fd_out = fd;
+    *size = (size_t)sb.st_size;
+    return MS_OK;
+}
+
+ms_status ms_gguf_open(const char *path, ms_gguf **out) {
+    *out = NULL;
+    int fd;
+    size_t size;
+    MS_TRY(open_checked(path, &fd, &size));
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) MS_FAIL(MS_ERR_IO, "%s: mmap failed: %s", path, strerror(e));
     ms_gguf *g;
-    MS_TRY(gguf_new(path, p, (size_t)sb.st_size, true, &g));
+    MS_TRY(gguf_new(path, p, size, true, &g));
+    return finish_open(g, out);
+}
+
+ms_status ms_gguf_open_resident(const char *path, ms_gguf **out) {
+    const char *env = getenv("MS_GGUF_MMAP");
+    if (env && strcmp(env, "1") == 0) return ms_gguf_open(path, out);
+    *out = NULL;
+    int fd;
+    size_t size;
+    MS_TRY(open_checked(path, &fd, &size));
+    /* anonymous memory (munmap(base, size) frees it as it frees a mapping) */
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        MS_FAIL(MS_ERR_NOMEM, "%s: cannot allocate %zu bytes to read it into: %s (MS_GGUF_MMAP=1 maps it instead)",
+                path, size, strerror(e));
+    }
+    (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: without it the copy still works */
+    size_t off = 0;
+    while (off < size) {
+        ssize_t r = pread(fd, (char *)p + off, size - off, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            close(fd);
+            munmap(p, size);
+            if (r == 0) MS_FAIL(MS_ERR_IO, "%s: the file ended at byte %zu of %zu while being read", path, off, size);
+            MS_FAIL(MS_ERR_IO, "%s: read failed at byte %zu: %s", path, off, strerror(e));
+        }
+        off += (size_t)r;
+    }
+    close(fd);
+    (void)mprotect(p, size, PROT_READ); /* weights are never written */
+    ms_gguf *g;
+    MS_TRY(gguf_new(path, p, size, true, &g));
     return finish_open(g, out);
 }
 

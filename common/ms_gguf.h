@@ -54,6 +54,14 @@ typedef struct {
 /* Open and mmap a file; validate the whole header and tensor table (incl.
  * every tensor's data lying inside the file, without overlap checks). */
 ms_status ms_gguf_open(const char *path, ms_gguf **out);
+/* The same with the file read into private memory (transparent huge pages
+ * where the kernel grants them, read-only afterwards) instead of mapped: for
+ * model weights, which are streamed every token. File-backed 4 KiB pages
+ * held a one-thread GEMV ~17 % below it (Gemma 3's head: 13.3 vs 11.1 ms,
+ * microspec-bench-head, results/gguf/ops-2026-11-24c.md). Costs a read of the
+ * file at open and its size in resident memory. MS_GGUF_MMAP=1 in the
+ * environment maps instead (ms_gguf_open). */
+ms_status ms_gguf_open_resident(const char *path, ms_gguf **out);
 /* Parse a file image already in memory (not copied; must outlive the
  * reader). `name` is used in errors. The fuzz target calls this. */
 ms_status ms_gguf_open_memory(const void *data, size_t len, const char *name, ms_gguf **out);

@@ -482,7 +482,7 @@ static ms_status alloc_state(ms_model *m) {
 /* A GGUF file: configuration from its metadata, weights kept in their stored
  * block formats (CPU only in this version). */
 static ms_status load_gguf(ms_model *m, const char *path, const ms_model_opts *o) {
-    MS_TRY(ms_gguf_open(path, &m->gg));
+    MS_TRY(ms_gguf_open_resident(path, &m->gg)); /* weights in private memory: ms_gguf.h */
     MS_TRY(ms_hfcfg_from_gguf(m->gg, &m->cfg));
     int dev;
     MS_TRY(ms_model_device_parse(o->device, &dev));
