@@ -25,6 +25,10 @@
 #                         1: first turns only.
 #     --chat              render prompts through the chat template (models that have one)
 #     --no-report         do not run microspec_report.sh
+#     --resume            keep DIR/results.jsonl and run only the (configuration,
+#                         dataset) pairs it lacks: a long run that stopped (a
+#                         failed configuration, a reboot) goes on where it was,
+#                         with the same options; the report covers all of it
 #
 # Configuration lines: "NAME|microspec-generate flags[|key=value ...]" ('#'
 # comments; @OUT@ in flags = the results folder). Keys:
@@ -63,7 +67,7 @@ cd "$root"
 build=${MS_BUILD_DIR:-build/release}
 shared=${MS_SHARED_DIR:-../shared}
 T=$build/tools
-out=results/bench configs="" model="" per_cat="" max_sb=1024 max_he=512 max_chars="" chat="" report=1 turns=2
+out=results/bench configs="" model="" per_cat="" max_sb=1024 max_he=512 max_chars="" chat="" report=1 turns=2 resume=0
 argv=("$@")
 die() { echo "microspec_bench: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -78,6 +82,7 @@ while [ $# -gt 0 ]; do
     --turns) turns=$2; shift 2 ;;
     --chat) chat=--chat; shift ;;
     --no-report) report=0; shift ;;
+    --resume) resume=1; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "microspec_bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -346,6 +351,8 @@ elif cmd == "summarize":
     summarize(*args)
 elif cmd == "lossless":
     lossless(*args)
+elif cmd == "json-str":  # a name as results.jsonl writes it (--resume looks it up)
+    print(json.dumps(args[0]))
 elif cmd == "max-ctx":
     max_ctx(args[0])
 elif cmd == "free-port":
@@ -517,13 +524,13 @@ cluster_config() {
   local -a a
   read -r -a a <<<"$1"
   local kind="" layers="" vocab="" list="" wmax="" kpre="" kver="" tk="" td="" tt="" chain=false threads="" draft=false j
-  local dmodel="" q8=""
+  local dmodel="" q8="" pmin=""
   for ((j = 0; j < ${#a[@]}; j++)); do
     case ${a[$j]} in
       --draft-kind) kind=${a[++j]}; draft=true ;;
       --draft-layers) layers=${a[++j]}; draft=true ;;
       --vocab) vocab=${a[++j]}; draft=true ;;
-      --vocab-list) list=$(cd "$(dirname "${a[++j]}")" && pwd)/$(basename "${a[j]}"); draft=true ;;
+      --vocab-list) j=$((j + 1)); list=$(cd "$(dirname "${a[j]}")" && pwd)/$(basename "${a[j]}"); draft=true ;;
       --w-max) wmax=${a[++j]}; draft=true ;;
       --k-pre) kpre=${a[++j]}; draft=true ;;
       --k-ver) kver=${a[++j]}; draft=true ;;
@@ -532,15 +539,16 @@ cluster_config() {
       --tree-total) tt=${a[++j]}; draft=true ;;
       --chain) chain=true; draft=true ;;
       --threads) threads=${a[++j]} ;;
-      --draft) dmodel=$(cd "$(dirname "${a[++j]}")" && pwd)/$(basename "${a[j]}"); draft=true ;;
+      --draft) j=$((j + 1)); dmodel=$(cd "$(dirname "${a[j]}")" && pwd)/$(basename "${a[j]}"); draft=true ;;
       --q8-matmul) q8=true ;;
+      --draft-p-min) pmin=${a[++j]}; draft=true ;;
       *) die "cluster: flag '${a[$j]}' has no cluster config key" ;;
     esac
   done
   local dev=$3 max_new=$(( max_sb > max_he ? max_sb : max_he )); [ "$dev" = cuda ] && dev=cuda:0
   {
     echo "target = { model = \"$model_abs\"; max_ctx = $(py max-ctx "$model_abs"); device = \"$dev\";${threads:+ threads = $threads;}${q8:+ q8_matmul = true;} };"
-    echo "draft = { enabled = $draft;${kind:+ kind = \"$kind\";}${dmodel:+ model = \"$dmodel\";}${layers:+ layers = $layers;} device = \"$dev\";${threads:+ threads = $threads;} };"
+    echo "draft = { enabled = $draft;${kind:+ kind = \"$kind\";}${dmodel:+ model = \"$dmodel\";}${layers:+ layers = $layers;}${pmin:+ p_min = $pmin;} device = \"$dev\";${threads:+ threads = $threads;} };"
     echo "vocab = {${vocab:+ mode = \"$vocab\";}${wmax:+ w_max = $wmax;}${kpre:+ k_pre = $kpre;}${kver:+ k_ver = $kver;}${list:+ list = \"$list\";} };"
     echo "tree = {${tk:+ top_k = $tk;}${td:+ depth = $td;}${tt:+ total = $tt;} chain = $chain; };"
     echo "pipeline = \"$2\";"
@@ -569,13 +577,26 @@ cluster_stop() {
 
 # ---------------------------------------------------------------- the runs
 t_start=$(date +%s.%N)
-: >"$out/results.jsonl"
+# --resume: the (configuration, dataset) pairs already in results.jsonl are not run again
+have() { [ "$resume" = 1 ] && grep -qF "\"config\": $(py json-str "$1"), \"dataset\": \"$2\"" "$out/results.jsonl"; }
+if [ "$resume" = 1 ] && [ -s "$out/results.jsonl" ]; then
+  echo "microspec_bench: resuming: $(wc -l <"$out/results.jsonl") result line(s) kept" >&2
+else
+  : >"$out/results.jsonl"
+fi
 for i in "${!names[@]}"; do
   [ "${status[$i]}" = run ] || continue
   name=${names[$i]}
+  todo=0
+  for ds in "${datasets[@]}"; do have "$name" "${dsname[$ds]}" || todo=1; done
+  if [ "$todo" = 0 ]; then
+    for ds in "${datasets[@]}"; do done_q=$(( done_q + $(wc -l <"$work/$ds.tsv") )); done
+    continue
+  fi
   [ "${places[$i]}" = single ] || cluster_start "$i" "$out/logs/$((i + 1))-cluster.log"
   for ds in "${datasets[@]}"; do
     nq=$(wc -l <"$work/$ds.tsv") stats=$work/stats-$i-$ds.jsonl log=$out/logs/$((i + 1))-$ds.log
+    if have "$name" "${dsname[$ds]}"; then done_q=$(( done_q + nq )); continue; fi
     : >"$stats"
     if [ "${places[$i]}" = cluster ]; then
       py cluster "$url" "$work/$ds.jsonl" "${maxnew[$ds]}" "$turns" "$([ -n "$chat" ] && echo 1 || echo 0)" "$stats" \
