@@ -191,12 +191,24 @@ static void test_with_secret(const char *dir) {
           (long long)ms_link_counters_get(t).auth_refused);
     CHECK(!ms_link_has_peer(t), "nobody is the peer yet");
 
-    /* the draft with the secret: challenged, answers by itself, admitted */
+    /* the draft with the secret: challenged, answers by itself, admitted — here
+     * after 5 hellos that queued up before the target read any (a draft that
+     * starts before its target's model is loaded): the 5 challenges carry one
+     * nonce, answered once, so no proof is refused and the draft is not told no */
+    const int64_t refused0 = ms_link_counters_get(t).auth_refused;
     h = hello_of(103);
-    CHECK(ms_link_send(d1, &h) == MS_OK, "d1's hello sent");
+    for (int i = 0; i < 5; i++) CHECK(ms_link_send(d1, &h) == MS_OK, "d1's hello %d sent", i);
     CHECK(exchange(t, d1, &m, &reached) == MS_OK && m.type == MS_WIRE_HELLO_ACK && m.u.ack.accepted,
           "the right secret is admitted (got %s '%s')", ms_wire_type_name(m.type), m.u.ack.reason);
     CHECK(reached == 1, "the proven hello reached the caller once (%d)", reached);
+    for (int i = 0; i < 10; i++) {
+        reached += serve(t, 20);
+        if (ms_link_recv(d1, 20, &m) == MS_OK && m.type == MS_WIRE_HELLO_ACK)
+            CHECK(m.u.ack.accepted, "queued hellos: d1 told no afterwards: '%s'", m.u.ack.reason);
+    }
+    CHECK(ms_link_counters_get(t).auth_refused - refused0 == 5,
+          "queued hellos: %lld refusals, want the 5 challenges only (no wrong proof)",
+          (long long)(ms_link_counters_get(t).auth_refused - refused0));
     CHECK(ms_link_has_peer(t), "d1 is the peer");
 
     /* a replayed proof: the nonce d1 answered is spent */
