@@ -191,8 +191,12 @@ static ms_status vsel_new(ms_dft *d, int64_t *step_cap) {
         /* k_c0 0: the selector's default (ms_dynaspec_load); K_min defaults to 1 */
         ms_dynaspec_budget b = {.k_c0 = o->dynaspec_clusters, .decay = o->dynaspec_decay > 0 ? o->dynaspec_decay : 1.0,
                                 .k_min = o->dynaspec_min > 0 ? o->dynaspec_min : 1};
+        /* the router's e(x_t): the draft's own embedding table (eagle: the target's, which it reads) */
+        ms_qweight emb;
+        if (d->eg) emb = ms_qweight_view(MS_DTYPE_F32, ms_eagle_embed(d->eg), d->V, d->d);
+        else MS_TRY(ms_model_embed_table(d->lm, &emb));
         ms_dynaspec *ds;
-        MS_TRY(ms_dynaspec_load(o->vocab_artifact, head_model, &b, MS_TREE_MAX_K, &ds));
+        MS_TRY(ms_dynaspec_load(o->vocab_artifact, head_model, &emb, &b, MS_TREE_MAX_K, &ds));
         ms_dynaspec_vsel(ds, &d->sel);
         break;
     }

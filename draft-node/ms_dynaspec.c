@@ -20,8 +20,7 @@ struct ms_dynaspec {
     int32_t *members;    /* [V] ids grouped by cluster, ascending within one */
     float *w1, *b1;      /* [H, 2d], [H] */
     float *w2, *b2;      /* [M, H], [M] */
-    ms_gguf *model;      /* the model file, mapped for its embedding table */
-    ms_qweight embd;     /* token_embd.weight [V, d], a view into model */
+    ms_qweight embd;     /* the draft's token embedding [V, d]: the caller's view (ms_dynaspec_load) */
     /* scratch, sized at load for max_rows rows */
     float *z;       /* [max_rows, 2d] router inputs */
     float *hidden;  /* [max_rows, H] */
@@ -112,8 +111,8 @@ static ms_status bound_ids(ms_dynaspec *ds) {
     return MS_OK;
 }
 
-ms_status ms_dynaspec_load(const char *artifact, const char *model_path, const ms_dynaspec_budget *budget,
-                           int64_t max_rows, ms_dynaspec **out) {
+ms_status ms_dynaspec_load(const char *artifact, const char *model_path, const ms_qweight *embd,
+                           const ms_dynaspec_budget *budget, int64_t max_rows, ms_dynaspec **out) {
     *out = NULL;
     if (budget->k_c0 < 0 || budget->k_min < 1 || !(budget->decay > 0.0 && budget->decay <= 1.0))
         MS_FAIL(MS_ERR_INVALID, "dynaspec budget: clusters %lld (≥ 0), min %lld (≥ 1), decay %g (in (0, 1])",
@@ -124,20 +123,15 @@ ms_status ms_dynaspec_load(const char *artifact, const char *model_path, const m
     ds->budget = *budget;
     ds->max_rows = max_rows;
     ms_gguf *a = NULL;
-    ms_status st = ms_gguf_open(model_path, &ds->model);
-    if (st < 0) MS_LOG_ERROR("dynaspec: the draft model %s must be a GGUF file (the router reads its token_embd table)",
-                             model_path);
-    const ms_gguf_tensor_info *emb = NULL;
-    if (st == MS_OK) st = ms_gguf_get_tensor(ds->model, "token_embd.weight", 0, NULL, NULL, 0, &emb);
-    if (st == MS_OK && (emb->ndim != 2 || !ms_q_supported(emb->dtype))) {
-        MS_LOG_ERROR("%s: token_embd.weight: %d dims of %s: not a table this module reads", model_path, emb->ndim,
-                     ms_dtype_name(emb->dtype));
+    ms_status st = MS_OK;
+    if (!embd || embd->m < 1 || embd->k < 1 || !ms_q_supported(embd->dtype)) {
+        MS_LOG_ERROR("dynaspec: the draft model %s gives no embedding table the router can read", model_path);
         st = MS_ERR_UNSUPPORTED;
     }
     if (st == MS_OK) {
-        ds->V = emb->shape[0];
-        ds->d = emb->shape[1];
-        ds->embd = ms_qweight_view(emb->dtype, emb->data, ds->V, ds->d);
+        ds->V = embd->m;
+        ds->d = embd->k;
+        ds->embd = *embd;
         st = ms_vsel_artifact_open(artifact, "dynaspec", model_path, ds->V, ds->d, &a);
     }
     if (st == MS_OK) st = load_artifact(ds, a, artifact);
@@ -183,7 +177,6 @@ void ms_dynaspec_free(ms_dynaspec **pds) {
     free(ds->top);
     free(ds->topv);
     free(ds->taken);
-    ms_gguf_close(&ds->model);
     free(ds);
     *pds = NULL;
 }

@@ -28,6 +28,7 @@
 
 #include "ms_common.h"
 
+#include "ms_quant.h"
 #include "ms_vsel.h"
 
 typedef struct ms_dynaspec ms_dynaspec;
@@ -39,15 +40,18 @@ typedef struct {
     int64_t k_min; /* floor of the decayed budget (≥ 1) */
 } ms_dynaspec_budget;
 
-/* Load `artifact` for the model file `model_path` (a GGUF: its sha256 must
- * equal the artefact's microspec.model_sha256, else MS_ERR_INVALID logged
- * naming the artefact, both hashes and the model path). Checks every size
- * against the model (V, d = its token_embd.weight shape), cluster_of in
- * [0, M), the budget. Keeps the model file mapped for the embedding table
- * (token_embd.weight, dequantized one row a pick) and sizes every scratch
- * buffer for up to max_rows rows a pick. The result owns all of it. */
-ms_status ms_dynaspec_load(const char *artifact, const char *model_path, const ms_dynaspec_budget *budget,
-                           int64_t max_rows, ms_dynaspec **out);
+/* Load `artifact` for the draft model `model_path` (a GGUF file or a
+ * Hugging Face folder: the sha256 of the file, or of the folder's
+ * model.safetensors, must equal the artefact's microspec.model_sha256, else
+ * MS_ERR_INVALID logged naming the artefact, both hashes and the model path).
+ * embd: that model's token embedding [V, d] in its stored format (the
+ * router's e(x_t), one row dequantized a pick), a view the caller keeps
+ * alive while ds lives: the draft passes its own model's table, so nothing
+ * is mapped twice. Checks every size against it (V, d), cluster_of in
+ * [0, M), the budget, and sizes every scratch buffer for up to max_rows rows
+ * a pick. */
+ms_status ms_dynaspec_load(const char *artifact, const char *model_path, const ms_qweight *embd,
+                           const ms_dynaspec_budget *budget, int64_t max_rows, ms_dynaspec **out);
 void ms_dynaspec_free(ms_dynaspec **ds);
 
 int64_t ms_dynaspec_vocab(const ms_dynaspec *ds);

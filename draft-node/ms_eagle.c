@@ -300,6 +300,7 @@ int64_t ms_eagle_max_ctx(const ms_eagle *e) { return e->max_ctx; }
 int64_t ms_eagle_max_batch(const ms_eagle *e) { return e->max_batch; }
 const float *ms_eagle_out(const ms_eagle *e) { return e->x; }
 const float *ms_eagle_lm_head(const ms_eagle *e) { return e->lm_head; }
+const float *ms_eagle_embed(const ms_eagle *e) { return e->embed; }
 
 ms_status ms_eagle_truncate(ms_eagle *e, int64_t len) {
     if (len < 0 || len > e->len)

@@ -81,6 +81,8 @@ ms_status ms_eagle_forward(ms_eagle *e, const int32_t *tokens, const float *feat
 /* y of the last forward's rows: [n, d], valid until the next forward. */
 const float *ms_eagle_out(const ms_eagle *e);
 /* The target's LM head [V, d] (f32; the embedding when tied). */
+/* The target's token embedding [V, d] f32 (host), as the draft reads it. */
+const float *ms_eagle_embed(const ms_eagle *e);
 const float *ms_eagle_lm_head(const ms_eagle *e);
 /* logits[n, V] = lm_head · y for rows [first, first + n) of the last forward
  * (MS_ERR_RANGE outside it). */

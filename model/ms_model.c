@@ -654,6 +654,17 @@ const float *ms_model_hidden(const ms_model *cm) {
 }
 
 const ms_qweight *ms_model_lm_head_q(const ms_model *m) { return m->gg ? &m->lm_head_q : NULL; }
+
+ms_status ms_model_embed_table(const ms_model *m, ms_qweight *out) {
+    if (m->gg) {
+        *out = m->embed_q;
+        return MS_OK;
+    }
+    if (m->be->on_device || m->wdtype != MS_DTYPE_F32)
+        MS_FAIL(MS_ERR_UNSUPPORTED, "model embedding: the table lives on the device; a host reader needs a CPU model");
+    *out = ms_qweight_view(MS_DTYPE_F32, m->embed, m->vocab, m->d);
+    return MS_OK;
+}
 bool ms_model_q8_matmul(const ms_model *m) { return m->gg && !m->f32_matmul; }
 
 const float *ms_model_lm_head(const ms_model *cm) {

@@ -92,6 +92,11 @@ const float *ms_model_lm_head(const ms_model *m);
  * copy of the head is ever made (one would be 671 MB for
  * Gemma 3 270M). */
 const ms_qweight *ms_model_lm_head_q(const ms_model *m);
+/* The token embedding [V, d] in its stored form, a view valid while m lives
+ * (raw rows: Gemma's sqrt(d) scale is not applied): GGUF, the block format;
+ * a CPU safetensors model, its f32 table. A model on a device has no host
+ * table: MS_ERR_UNSUPPORTED (logged). */
+ms_status ms_model_embed_table(const ms_model *m, ms_qweight *out);
 /* True when the model's matmuls take 8-bit activations (a GGUF model loaded
  * with ms_model_opts.q8_matmul); false otherwise. */
 bool ms_model_q8_matmul(const ms_model *m);

@@ -105,6 +105,17 @@ ms_status spec_specvocab_build(const char *model, const char *out, int64_t rank)
     return MS_OK;
 }
 
+ms_status spec_dynaspec_random(const char *model, const char *out, int64_t clusters, int64_t seed) {
+    char c[24], sd[24];
+    snprintf(c, sizeof c, "%lld", (long long)clusters);
+    snprintf(sd, sizeof sd, "%lld", (long long)seed);
+    const char *argv[] = {"/usr/bin/env", "python3", MS_SOURCE_DIR "/tests/dynaspec_random.py", "--model", model,
+                          "--out", out, "--clusters", c, "--seed", sd, NULL};
+    int rc = spec_spawn(argv);
+    if (rc != 0) MS_FAIL(MS_ERR_IO, "dynaspec_random.py --model %s --out %s: exit %d", model, out, rc);
+    return MS_OK;
+}
+
 ms_status spec_bench_prompts(int64_t n, char ***out, int64_t *n_out) {
     const char *path = MS_SHARED_DIR "/data/spec_bench/question.jsonl";
     *out = NULL;

@@ -45,6 +45,9 @@ ms_status spec_convert_stories(const char *root, char *dir, size_t cap);
 /* tools/specvocab_build.py --model model --out out --rank rank (python3; w_vocab
  * Q8_0 when rank % 32 == 0, else F32): a SpecVocab artefact for model. */
 ms_status spec_specvocab_build(const char *model, const char *out, int64_t rank);
+/* tests/dynaspec_random.py: a DynaSpec artefact with a seeded random router
+ * and id-mod-M clusters for the Hugging Face folder `model`. */
+ms_status spec_dynaspec_random(const char *model, const char *out, int64_t clusters, int64_t seed);
 
 /* turns[0] of the first n Spec-Bench questions (malloc'd strings). MS_ERR_NOT_FOUND
  * without a message when the shared file is absent. */

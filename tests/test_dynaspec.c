@@ -89,14 +89,29 @@ static int64_t naive_pick(const dump *D, const int32_t *cluster_of, int64_t V, i
     return m;
 }
 
+/* The model file's token_embd.weight as the loader's embedding view (the
+ * draft passes its model's own; here the GGUF is opened for it). */
+static ms_gguf *g_model;
+static bool model_embd(const char *path, ms_qweight *out) {
+    const ms_gguf_tensor_info *t;
+    if (ms_gguf_open(path, &g_model) < 0 || ms_gguf_get_tensor(g_model, "token_embd.weight", 0, NULL, NULL, 0, &t) < 0 ||
+        t->ndim != 2)
+        return false;
+    *out = ms_qweight_view(t->dtype, t->data, t->shape[0], t->shape[1]);
+    return true;
+}
+
 int main(int argc, char **argv) {
     ms_log_set_level(MS_LOG_WARN);
+    ms_qweight emb;
     ms_dynaspec_budget budget = {.k_c0 = 3, .decay = 0.6, .k_min = 1};
     if (argc == 4 && !strcmp(argv[1], "--load")) {
         ms_dynaspec *ds = NULL;
-        ms_status s = ms_dynaspec_load(argv[2], argv[3], &budget, 4, &ds);
+        ms_status s = model_embd(argv[3], &emb) ? ms_dynaspec_load(argv[2], argv[3], &emb, &budget, 4, &ds)
+                                                : MS_ERR_FORMAT;
         printf("load: %s\n", ms_status_str(s));
         ms_dynaspec_free(&ds);
+        ms_gguf_close(&g_model);
         return s == MS_OK ? 0 : 1;
     }
     if (argc != 4) {
@@ -109,7 +124,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     ms_dynaspec *ds = NULL;
-    if (ms_dynaspec_load(argv[1], argv[2], &budget, D.n, &ds) < 0) {
+    if (!model_embd(argv[2], &emb) || ms_dynaspec_load(argv[1], argv[2], &emb, &budget, D.n, &ds) < 0) {
         fprintf(stderr, "FAIL: the artefact %s was refused for %s\n", argv[1], argv[2]);
         return 1;
     }
@@ -190,6 +205,7 @@ int main(int argc, char **argv) {
     free(D.prev);
     free(D.z);
     free(D.scores);
+    ms_gguf_close(&g_model);
     printf("%s\n", g_fail ? "FAILED" : "ok");
     return g_fail ? 1 : 0;
 }

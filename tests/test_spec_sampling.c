@@ -14,7 +14,10 @@
  * Issue 16's modes join part 1: SpecVocab (k = 3 of the 16 ids per row, so
  * most steps draft from a strict subset; artefacts of rank 4 / 8 built at test
  * time) alone and ∪ a W = 5 window, and a K = 6 static list under a budget
- * decaying to 2 ids: the draft's q is the softmax over the step's set.
+ * decaying to 2 ids: the draft's q is the softmax over the step's set. So
+ * does DynaSpec with a seeded random router over 4 clusters of 4 ids
+ * (tests/dynaspec_random.py: losslessness may not depend on the router's
+ * quality), 2 clusters a step, alone, ∪ the window, and under k_c decaying.
  *
  * Part 2, the verifier at depth: a fixed root, the draft's real tree for it
  * and the target's tree-masked logits; the first two tokens after the root
@@ -45,6 +48,7 @@ typedef struct {
     ms_tgt *tgt;
     char tdir[512], ldir[512], edir[512], list[512];
     char art_l[600], art_t[600]; /* SpecVocab artefacts of the lm draft and of the target */
+    char dart_l[600], dart_t[600]; /* DynaSpec artefacts (random routers, 4 clusters) of the same */
 } fixture;
 
 /* Exact joint of the first two tokens after `prefix` (the first from the
@@ -95,6 +99,10 @@ static void end_to_end(fixture *f, int64_t N) {
         {"eagle/specvocab(k=3)/tree4/3/16", MS_DRAFT_EAGLE, 2, MS_VOCAB_FULL, 1, 1.0f, MS_DFT_VSEL_SPECVOCAB, 0},
         {"layerskip1/static(K=6,R=0.5,min 2)/tree4/3/16", MS_DRAFT_LAYERSKIP, 1, MS_VOCAB_STATIC, 1, 1.0f,
          MS_DFT_VSEL_NONE, 0.5},
+        {"lm/dynaspec(M=4,k_c=2)/tree10/5/60", MS_DRAFT_LM, 0, MS_VOCAB_FULL, 0, 1.0f, MS_DFT_VSEL_DYNASPEC, 0},
+        {"lm-self/dynaspec(k_c=2)+window(W=5)/chain4", MS_DRAFT_LM, 1, MS_VOCAB_DYNAMIC, 2, 1.0f, MS_DFT_VSEL_DYNASPEC, 0},
+        {"eagle/dynaspec(k_c=2,R=0.5,min 1)/tree4/3/16", MS_DRAFT_EAGLE, 2, MS_VOCAB_FULL, 1, 1.0f, MS_DFT_VSEL_DYNASPEC,
+         0.5},
     };
     double joint[V_T * V_T];
     int64_t counts[V_T * V_T];
@@ -115,7 +123,11 @@ static void end_to_end(fixture *f, int64_t N) {
         o.vsel = cf->vsel;
         o.vocab_artifact = cf->which_model == 0 ? f->art_l : f->art_t; /* eagle reads the target's head */
         o.specvocab_k = 3;
-        if (cf->budget_decay > 0) {
+        if (cf->vsel == MS_DFT_VSEL_DYNASPEC) {
+            o.vocab_artifact = cf->which_model == 0 ? f->dart_l : f->dart_t;
+            o.dynaspec_clusters = 2;
+            if (cf->budget_decay > 0) o.dynaspec_decay = cf->budget_decay, o.dynaspec_min = 1;
+        } else if (cf->budget_decay > 0) {
             o.budget_decay = cf->budget_decay;
             o.budget_min = 2;
         }
@@ -374,6 +386,10 @@ int main(void) {
     snprintf(f.art_t, sizeof f.art_t, "%s/target.sv.gguf", tmp);
     if (s >= 0) s = spec_specvocab_build(f.ldir, f.art_l, 4);
     if (s >= 0) s = spec_specvocab_build(f.tdir, f.art_t, 8);
+    snprintf(f.dart_l, sizeof f.dart_l, "%s/lm.ds.gguf", tmp);
+    snprintf(f.dart_t, sizeof f.dart_t, "%s/target.ds.gguf", tmp);
+    if (s >= 0) s = spec_dynaspec_random(f.ldir, f.dart_l, 4, 7);
+    if (s >= 0) s = spec_dynaspec_random(f.tdir, f.dart_t, 4, 8);
     SPEC_CHECK(s >= 0, "setup");
     if (s >= 0) {
         fprintf(stderr, "part 1: first two tokens of ms_tgt_generate vs the exact joint (temperature 1)\n");

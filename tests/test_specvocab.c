@@ -13,7 +13,7 @@
  *     (both hashes and the model path named), the wrong artefact kind, the
  *     wrong vocabulary size, a missing artefact file.
  *  4. ms_vsel_step: the step vocabulary's active set is picks ∪ window.
- *  5. The draft: mode names round-trip; dynaspec over a Hugging Face folder refused (its router reads a GGUF token table),
+ *  5. The draft: mode names round-trip; dynaspec given a SpecVocab artefact refused, naming the kinds,
  *     a selector over static refused, a draft of another model refusing the
  *     artefact, no artefact, a budget decay > 1; specvocab+window accepted.
  */
@@ -227,8 +227,8 @@ static void test_draft(const char *model_a, const char *model_b, const char *art
     o.vsel = MS_DFT_VSEL_DYNASPEC;
     o.vocab_artifact = art_a;
     ms_status s = captured(new_draft, &o, log, sizeof log);
-    /* DynaSpec reads the model's GGUF token table: a Hugging Face folder is refused, saying so */
-    SPEC_CHECK(s < 0 && strstr(log, "must be a GGUF file"), "dynaspec: %s", log);
+    /* DynaSpec runs over a Hugging Face folder too (the draft's own f32 embedding), but not with a SpecVocab artefact */
+    SPEC_CHECK(s == MS_ERR_INVALID && strstr(log, "not \"dynaspec\""), "dynaspec given a specvocab artefact: %s", log);
     o.vsel = MS_DFT_VSEL_SPECVOCAB;
     o.vocab = MS_VOCAB_STATIC;
     SPEC_CHECK(captured(new_draft, &o, log, sizeof log) == MS_ERR_INVALID, "specvocab over static refused");
