@@ -58,7 +58,7 @@ static const cfg_key g_keys[] = {
             "target model folder (config.json, *.safetensors, tokenizer); required; relative paths are "
             "resolved against this file's folder; existence is checked by the node at start"),
     KEY_INT("target.max_ctx", target.max_ctx, 4096, 1, 1 << 24, "target KV cache rows (prompt + generated tokens)"),
-    KEY_INT("target.threads", target.threads, 1, 1, 1024, "CPU threads of the target node"),
+    KEY_INT("target.threads", target.threads, 0, 0, 1024, "CPU threads of the target node (0: the number of cores)"),
     KEY_STR("target.device", K_DEVICE, target.device, "cpu", 0, "where the target runs: \"cpu\" or \"cuda:N\""),
     KEY_BOOL("target.q8_matmul", target.q8_matmul, 0,
              "GGUF on the CPU: activations quantized to 8 bits for integer dot products (several times faster; "
@@ -73,7 +73,7 @@ static const cfg_key g_keys[] = {
             "lm: the draft model folder; eagle: the EAGLE head folder; layerskip: unused (uses target.model)"),
     KEY_INT("draft.layers", draft.layers, 1, 1, 1024, "layerskip: how many of the target's first layers draft"),
     KEY_INT("draft.max_ctx", draft.max_ctx, 0, 0, 1 << 24, "draft KV rows (0: the model's default)"),
-    KEY_INT("draft.threads", draft.threads, 1, 1, 1024, "CPU threads of the draft node"),
+    KEY_INT("draft.threads", draft.threads, 0, 0, 1024, "CPU threads of the draft node (0: the number of cores)"),
     KEY_STR("draft.device", K_DEVICE, draft.device, "cpu", 0, "where the draft runs: \"cpu\" or \"cuda:N\""),
     KEY_FLOAT("draft.p_min", draft.p_min, 0.0, 0.0, 2.0,
               "confidence stop: a round drafts no further once the draft's top-1 probability at a step (tree mode: "

@@ -13,6 +13,7 @@
 #include "ms_kernels.h"
 #include "ms_gguf.h"
 #include "ms_link.h"
+#include "ms_pool.h"
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) {
@@ -106,7 +107,7 @@ int main(int argc, char **argv) {
         MS_LOG_ERROR("%s: draft.enabled is false: there is nothing for a draft node to do", cfg.source);
         return 2;
     }
-    ms_k_cpu_set_threads((int)cfg.draft.threads);
+    ms_k_cpu_set_threads(cfg.draft.threads > 0 ? (int)cfg.draft.threads : ms_pool_cores()); /* 0: every core */
 
     ms_dft_opts o = ms_dft_opts_default();
     if (!ms_draft_kind_parse(cfg.draft.kind, &o.kind) || !ms_dft_vocab_parse(cfg.vocab.mode, &o.vocab, &o.vsel) ||

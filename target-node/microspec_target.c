@@ -15,6 +15,7 @@
 #include "ms_config.h"
 #include "ms_http.h"
 #include "ms_link.h"
+#include "ms_pool.h"
 #include "ms_remote.h"
 #include "ms_target.h"
 #include "ms_tokenizer.h"
@@ -322,7 +323,7 @@ int main(int argc, char **argv) {
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
     if (c->log.dir[0] && ms_log_to_dir(c->log.dir, "target", NULL, 0) < 0) return 2;
     if (!model_path_ok("target.model", c->target.model)) return 1;
-    ms_k_cpu_set_threads((int)c->target.threads);
+    ms_k_cpu_set_threads(c->target.threads > 0 ? (int)c->target.threads : ms_pool_cores()); /* 0: every core */
     pthread_mutex_init(&s.mu, NULL);
     s.link_us = ms_malloc(LINK_SAMPLES_MAX * sizeof *s.link_us);
     if (!s.link_us) return 1;

@@ -71,11 +71,11 @@ static int64_t key_paths(char paths[][64], int64_t cap) {
 static void test_defaults(void) {
     ms_cfg d;
     ms_cfg_defaults(&d);
-    CHECK(!strcmp(d.target.model, "") && d.target.max_ctx == 4096 && d.target.threads == 1, "target");
+    CHECK(!strcmp(d.target.model, "") && d.target.max_ctx == 4096 && d.target.threads == 0, "target");
     CHECK(!strcmp(d.target.device, "cpu"), "target.device %s", d.target.device);
     CHECK(!d.target.q8_matmul, "target.q8_matmul defaults to the exact path");
     CHECK(d.draft.enabled && !strcmp(d.draft.kind, "layerskip") && !strcmp(d.draft.model, ""), "draft");
-    CHECK(d.draft.layers == 1 && d.draft.max_ctx == 0 && d.draft.threads == 1 && !strcmp(d.draft.device, "cpu"),
+    CHECK(d.draft.layers == 1 && d.draft.max_ctx == 0 && d.draft.threads == 0 && !strcmp(d.draft.device, "cpu"),
           "draft numbers");
     CHECK(!strcmp(d.vocab.mode, "dynamic") && d.vocab.w_max == 3072 && d.vocab.k_pre == 3 && d.vocab.k_ver == 3 &&
               !strcmp(d.vocab.list, ""),
