@@ -495,12 +495,18 @@ QD_INLINE void load_q8_0(const uint8_t *base, int nv, __m512i A[8]) {
     }
 }
 
+/* A group as loaded (load_q8_0, load_q5_0) into W: lane j = block j, and
+ * the f16 scales at byte 0 of its nv blocks (block stride bb). */
+QD_INLINE void unpack_loaded(const __m512i A[8], const uint8_t *base, int bb, int nv, wgroup *W) {
+    if (nv <= 4) transpose_tail4(A, W->t);
+    else transpose_16x8(A, W->t);
+    W->a = load_f16_n(base, bb, 0, nv);
+}
+
 QD_INLINE void unpack_q8_0(const uint8_t *base, int nv, wgroup *W) {
     __m512i A[8];
     load_q8_0(base, nv, A);
-    if (nv <= 4) transpose_tail4(A, W->t);
-    else transpose_16x8(A, W->t);
-    W->a = load_f16_n(base, 34, 0, nv);
+    unpack_loaded(A, base, 34, nv, W);
 }
 
 /* Q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: unsigned q (offset 16). Element e of a
@@ -529,9 +535,7 @@ QD_INLINE void load_q5_0(const uint8_t *base, int nv, __m512i A[8]) {
 QD_INLINE void unpack_q5_0(const uint8_t *base, int nv, wgroup *W) {
     __m512i A[8];
     load_q5_0(base, nv, A);
-    if (nv <= 4) transpose_tail4(A, W->t);
-    else transpose_16x8(A, W->t);
-    W->a = load_f16_n(base, 22, 0, nv);
+    unpack_loaded(A, base, 22, nv, W);
 }
 
 /* One x row's 16 block sums of a Q8_0 / Q5_0 group without the weight
