@@ -16,3 +16,8 @@ if(MS_SANITIZE)
   # Under ASan/UBSan the same checks on a smaller run (1 prompt per category, 8 tokens).
   set_tests_properties(bench_reduced PROPERTIES ENVIRONMENT "BENCH_SMALL=1" TIMEOUT 600)
 endif()
+# Spec-Bench's training split (the prompts the offline vocabulary tools may
+# record on) against an independent rule: never selected for evaluation.
+add_test(NAME test_bench_split COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_bench_split.py
+         $<TARGET_FILE:microspec-bench-prompts> ${MS_SHARED})
+set_tests_properties(test_bench_split PROPERTIES SKIP_RETURN_CODE 77 LABELS bench TIMEOUT 60)

@@ -9,7 +9,15 @@
  * Categories (eagle2-frspec-notes §5.1; FR-Spec's columns): MT = translation,
  * Conv = the 8 MT-bench categories (taken round-robin so that a reduced set
  * spans them), RAG = rag, Math = math_reasoning, QA = qa, Summ =
- * summarization; HumanEval is Code. Only the first turn is used. */
+ * summarization; HumanEval is Code. Only the first turn is used.
+ *
+ * Spec-Bench's training split: the last quarter of each source category
+ * (MT-bench: questions 8-9 of each of its 8 categories; the others: 60-79 of
+ * 80, in file order) is never selected; --train-text writes those questions'
+ * first turns as plain text, the corpus microspec-record reads to record
+ * draft states for the offline vocabulary tools (issue 16). So the
+ * evaluation ("all" = the first three quarters) never sees a prompt that a
+ * router or ranking was fitted on. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,15 +44,32 @@ static const group SB_GROUPS[] = {
 typedef struct {
     char *id, *category, *text;
     bool used;
+    bool train; /* Spec-Bench's training split (see the top) */
 } question;
+
+/* Marks the last quarter of each source category, in file order. */
+static void mark_train(question *qs, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t pos = 0, count = 0;
+        for (int64_t j = 0; j < n; j++)
+            if (strcmp(qs[j].category, qs[i].category) == 0) count++, pos += j < i;
+        qs[i].train = pos >= count - count / 4;
+    }
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: microspec-bench-prompts (--spec-bench F | --human-eval F) --out-jsonl F --out-manifest F\n"
                "                               [--per-category N] [--warmup N] [--max-chars N]\n"
+               "       microspec-bench-prompts --spec-bench F --train-text F\n"
+               "\n"
+               "Spec-Bench's last quarter of each source category is its training split: never\n"
+               "selected here; --train-text writes those prompts as plain text (a corpus for\n"
+               "microspec-record) and nothing else.\n"
                "\n"
                "  --spec-bench F     Spec-Bench question.jsonl (categories MT Conv RAG Math QA Summ)\n"
                "  --human-eval F     HumanEval question.jsonl (category Code)\n"
-               "  --per-category N   questions per category (default all)\n"
+               "  --per-category N   questions per category (default all of the evaluation split)\n"
+               "  --train-text F     write the training split's prompts to F (Spec-Bench only)\n"
                "  --warmup N         copies of the first question put first, untimed (default 3)\n"
                "  --max-chars N      keep only the first N bytes of each prompt, cut at a UTF-8\n"
                "                     boundary (for models with a short context; default no limit)\n");
@@ -140,16 +165,45 @@ static ms_status emit(FILE *js, FILE *man, int64_t *index, const char *cat, ques
     return MS_OK;
 }
 
+static void free_questions(question *qs, int64_t n) {
+    for (int64_t i = 0; i < n; i++) free(qs[i].id), free(qs[i].category), free(qs[i].text);
+    free(qs);
+}
+
+/* --train-text: the training split's first turns, a blank line between them. */
+static int write_train(const char *sb, const char *path) {
+    question *qs = NULL;
+    int64_t n = 0, k = 0;
+    if (load(sb, false, &qs, &n) < 0) return 1;
+    mark_train(qs, n);
+    int rc = 1;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        MS_LOG_ERROR("%s: cannot write", path);
+    } else {
+        bool ok = true;
+        for (int64_t i = 0; i < n; i++)
+            if (qs[i].train) ok = ok && fprintf(f, "%s\n\n", qs[i].text) >= 0, k++;
+        if (fclose(f) != 0 || !ok) MS_LOG_ERROR("%s: write failed", path);
+        else rc = 0;
+    }
+    if (rc == 0) fprintf(stderr, "microspec-bench-prompts: %lld training prompts of %lld to %s\n", (long long)k,
+                         (long long)n, path);
+    free_questions(qs, n);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     ms_log_set_role("bench-prompts");
-    const char *sb = NULL, *he = NULL, *out_js = NULL, *out_man = NULL;
+    const char *sb = NULL, *he = NULL, *out_js = NULL, *out_man = NULL, *train_text = NULL;
     int64_t per_cat = INT64_MAX, warmup = 3, max_chars = 0;
-    enum { O_SB = 1000, O_HE, O_OJS, O_OMAN, O_PER, O_WARM, O_MAXC };
+    enum { O_SB = 1000, O_HE, O_OJS, O_OMAN, O_PER, O_WARM, O_MAXC, O_TRAIN };
     static const struct option opts[] = {
         {"spec-bench", required_argument, 0, O_SB},   {"human-eval", required_argument, 0, O_HE},
         {"out-jsonl", required_argument, 0, O_OJS},   {"out-manifest", required_argument, 0, O_OMAN},
         {"per-category", required_argument, 0, O_PER}, {"warmup", required_argument, 0, O_WARM},
         {"max-chars", required_argument, 0, O_MAXC},  {"help", no_argument, 0, 'h'},
+        {"train-text", required_argument, 0, O_TRAIN},
         {0, 0, 0, 0}};
     const char *T = "microspec-bench-prompts";
     int c;
@@ -163,10 +217,18 @@ int main(int argc, char **argv) {
         case O_PER: ok = ms_cli_i64(T, "--per-category", optarg, 1, 1 << 24, &per_cat); break;
         case O_WARM: ok = ms_cli_i64(T, "--warmup", optarg, 0, 100, &warmup); break;
         case O_MAXC: ok = ms_cli_i64(T, "--max-chars", optarg, 1, 1 << 30, &max_chars); break;
+        case O_TRAIN: train_text = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
         if (!ok) return 2;
+    }
+    if (train_text) {
+        if (optind < argc || !sb || he || out_js || out_man) {
+            usage(stderr);
+            return 2;
+        }
+        return write_train(sb, train_text);
     }
     if (optind < argc || !out_js || !out_man || (sb != NULL) == (he != NULL)) {
         usage(stderr);
@@ -177,6 +239,10 @@ int main(int argc, char **argv) {
     int rc = 1;
     FILE *js = NULL, *man = NULL;
     if (load(sb ? sb : he, he != NULL, &qs, &n) < 0) goto done;
+    if (sb) {
+        mark_train(qs, n);
+        for (int64_t i = 0; i < n; i++) qs[i].used = qs[i].train;
+    }
 
     /* the selection, in column order */
     question **sel = ms_calloc((size_t)n, sizeof *sel);
@@ -223,7 +289,6 @@ done_sel:
 done:
     if (js && fclose(js) != 0) rc = 1;
     if (man && fclose(man) != 0) rc = 1;
-    for (int64_t i = 0; i < n; i++) free(qs[i].id), free(qs[i].category), free(qs[i].text);
-    free(qs);
+    free_questions(qs, n);
     return rc;
 }
