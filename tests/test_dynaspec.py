@@ -63,6 +63,36 @@ def sha(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
+def check_chains(record, model, rec, corpus, n, win, tmp):
+    """--chains D --chain-every S against the window records of the same text:
+    chain c of the first window starts at p = S(c+1) − 1 with prev = h_p (the
+    window record p + 1's prev) and tok = the argmax at p (window record p's
+    top[0]); inside a chain each tok is the step before's argmax."""
+    sys.path.insert(0, TOOLS)
+    import dynaspec_common as dc
+    D, S = 3, 8
+    rc_path = os.path.join(tmp, "chains.rec")
+    must([record, "--model", model, "--out", rc_path, "-n", n, "-w", win, "--threads", "2", "--chains", str(D),
+          "--chain-every", str(S)] + corpus, "record chains")
+    with open(rc_path, "rb") as f:
+        hdr_d = int(np.frombuffer(f.read(24), dtype="<u4", count=4, offset=8)[3])
+    w, c = dc.read_record("test", rec), dc.read_record("test", rc_path)
+    check(hdr_d == D and c["n"] % D == 0 and c["n"] > 0, "chain records: header D = %d, whole chains" % D)
+    tok, top = c["tok"].reshape(-1, D), c["top"].reshape(-1, D, c["L"])
+    check(np.array_equal(tok[:, 1:], top[:, :-1, 0]), "inside a chain each token is the step before's argmax")
+    nwin = min(int(win), w["n"]) // S - 1  # chains whose p + 1 lies in the first window
+    firsts = np.arange(nwin) * D
+    ps = S * (np.arange(nwin) + 1) - 1
+    check(nwin > 0 and np.array_equal(c["tok"][firsts], w["top"][ps, 0]),
+          "a chain starts from the window's argmax at p")
+    check(np.allclose(c["prev"][firsts], w["prev"][ps + 1], rtol=1e-5, atol=1e-5),
+          "a chain starts from the window's state h_p")
+    rc, out, err = run([record, "--model", model, "--out", os.path.join(tmp, "x.rec"), "--chains", "9",
+                        "--chain-every", "4"] + corpus)
+    check(rc == 1 and "--chains 9" in err and not os.path.exists(os.path.join(tmp, "x.rec")),
+          "chains longer than their spacing refused", out + err)
+
+
 def main():
     build, which = os.path.abspath(sys.argv[1]), sys.argv[2]
     record = os.path.join(build, "tools", "microspec-record")
@@ -114,6 +144,7 @@ def main():
 
         rec = os.path.join(tmp, "states.rec")
         must([record, "--model", model, "--out", rec, "-n", n, "-w", win, "--threads", "2"] + corpus, "record")
+        check_chains(record, model, rec, corpus, n, win, tmp)
         art = os.path.join(tmp, "router.gguf")
         dump = os.path.join(tmp, "forward.bin")
         out = must(train + ["--model", model, "--clusters", cl, "--records", rec, "--out", art, "--hidden", H,

@@ -3,10 +3,13 @@
 states and write the artefact GGUF the C engine loads (issue 16;
 draft-node/ms_dynaspec.h).
 
-  dynaspec_train.py --model DRAFT.gguf --clusters CLUSTERS.npz --records REC --out ART.gguf [options]
+  dynaspec_train.py --model DRAFT.gguf --clusters CLUSTERS.npz --records REC [--records REC2 ...] --out ART.gguf [options]
 
 Inputs: CLUSTERS.npz from dynaspec_cluster.py and REC from microspec-record,
-both made from the same model file (sha256 checked, else refused).
+all made from the same model file (sha256 checked, else refused). Several
+record files are trained on together (e.g. teacher-forced windows and
+`--chains` records of the deeper draft steps); the held-out recall is also
+reported per file.
 
 Router (two-layer MLP, plain numpy):
   z = [e(x_t), h_{t-1}]            [2d]  e = the RAW token_embd row of x_t
@@ -128,7 +131,8 @@ def union_stats(scores_groups, top1_groups, cluster_of, sizes, kc):
 def main():
     ap = dc.argparser(TOOL, __doc__)
     ap.add_argument("--clusters", required=True, help=".npz from dynaspec_cluster.py")
-    ap.add_argument("--records", required=True, help="file from microspec-record")
+    ap.add_argument("--records", required=True, action="append",
+                    help="file from microspec-record (repeatable: trained on together)")
     ap.add_argument("--out", required=True, help="artefact GGUF to write")
     ap.add_argument("--hidden", type=int, default=256, help="router hidden width H (default 256)")
     ap.add_argument("--epochs", type=int, default=12, help="passes over the training split (default 12)")
@@ -153,21 +157,24 @@ def main():
         M = int(cl["clusters"])
     except (OSError, KeyError, ValueError) as e:
         dc.die(TOOL, "%s: not a dynaspec_cluster.py file (%s)" % (args.clusters, e))
-    rec = dc.read_record(TOOL, args.records)
-    for what, have in ((args.clusters, cl_sha), (args.records, rec["sha256"])):
+    recs = [dc.read_record(TOOL, path) for path in args.records]
+    checks = [(args.clusters, cl_sha)] + [(path, r["sha256"]) for path, r in zip(args.records, recs)]
+    for what, have in checks:
         if have != sha:
             dc.die(TOOL, "%s was made for the model with sha256 %s, but %s has sha256 %s" % (what, have, args.model, sha))
     V, d = embd.m, embd.k
-    if len(cluster_of) != V or rec["d"] != d or rec["vocab"] != V:
-        dc.die(TOOL, "sizes disagree: model V %d d %d, clusters V %d, records V %d d %d" %
-               (V, d, len(cluster_of), rec["vocab"], rec["d"]))
-    n, L = rec["n"], rec["L"]
+    for path, r in zip(args.records, recs):
+        if len(cluster_of) != V or r["d"] != d or r["vocab"] != V or r["L"] != recs[0]["L"]:
+            dc.die(TOOL, "sizes disagree: model V %d d %d, clusters V %d, %s: V %d d %d L %d (first file: L %d)" %
+                   (V, d, len(cluster_of), path, r["vocab"], r["d"], r["L"], recs[0]["L"]))
+    n, L = sum(r["n"] for r in recs), recs[0]["L"]
     if n < 2 * BLOCK:
-        dc.die(TOOL, "%s: %d records; at least %d are needed" % (args.records, n, 2 * BLOCK))
+        dc.die(TOOL, "%s: %d records; at least %d are needed" % (", ".join(args.records), n, 2 * BLOCK))
     log("%d records (top-%d), V %d, d %d, %d clusters; gathering embedding rows" % (n, L, V, d, M))
-    tok = np.asarray(rec["tok"])
-    top = np.asarray(rec["top"])
-    prev = np.asarray(rec["prev"], dtype=np.float32)
+    tok = np.concatenate([np.asarray(r["tok"]) for r in recs])
+    top = np.concatenate([np.asarray(r["top"]) for r in recs])
+    prev = np.concatenate([np.asarray(r["prev"], dtype=np.float32) for r in recs])
+    file_of = np.repeat(np.arange(len(recs)), [r["n"] for r in recs])
     z = np.concatenate([embd.row_idx(tok), prev], axis=1)  # [n, 2d]
     y = np.zeros((n, M), np.float32)
     np.put_along_axis(y, cluster_of[top], 1.0, axis=1)
@@ -221,6 +228,13 @@ def main():
         rst = float(np.isin(cluster_of[top1], static[:kc]).mean())
         print("%6d %10.4f %10.1f %11.4f %11.1f %11.4f %11.1f %13.4f %13d" % (kc, r1, u1, r10, u10, rs, us, rst,
                                                                              sizes[static[:kc]].sum()))
+    if len(recs) > 1:
+        for i, path in enumerate(args.records):
+            sel = file_of[te] == i
+            line = ", ".join("k_c %d %.4f" % (kc, union_stats(s_te[sel][:, None, :], top1[sel][:, None], cluster_of,
+                                                                sizes, kc)[0])
+                             for kc, *_ in results)
+            print("held-out recall@1r of %s (%d positions): %s" % (path, int(sel.sum()), line))
     sys.stdout.flush()
 
     if args.dump_forward:

@@ -14,10 +14,23 @@
  * so the router sees [e(x_t), h_{t-1}] and learns the clusters of
  * top-L(head(h_t)), as when drafting from x_t.
  *
+ * --chains D records the deeper draft steps instead: at every S-th position
+ * p of a window (--chain-every S) the draft continues greedily for D steps
+ * from the corpus prefix, as a chain draft does, and step l = 1..D gives
+ *     tok  = y_l, the head's argmax at the step before (y_1 from h_p)
+ *     top  = the head's top-L ids after y_l
+ *     prev = the hidden state the step before (h_p, then the chain's own)
+ * so the router also learns the states it meets below the root, where its
+ * token input is the draft's own guess. Records come in chains of D, in
+ * order; the header says D (0: windows as above).
+ *
+ * --layers N records a layerskip draft: the model's first N layers, its
+ * final norm and head (draft.kind = "layerskip"); the sha256 is the file's.
+ *
  * File format (little-endian), read by tools/dynaspec_common.py:
  *   header, 128 bytes:
  *     [0, 8)    magic "MSDSREC1"
- *     [8, 24)   u32 version (1), u32 d, u32 L, u32 0
+ *     [8, 24)   u32 version (1), u32 d, u32 L, u32 D (chain length; 0: windows)
  *     [24, 40)  u64 n (records), u64 V (the model's vocabulary)
  *     [40, 104) the model file's sha256, 64 lowercase hex chars
  *     [104,128) zeros
@@ -57,6 +70,10 @@ static void usage(FILE *f) {
             "  -n, --max-positions N    at most N records, shared evenly by the files (default 40000)\n"
             "  -w, --window W           tokens a window (default 512)\n"
             "  -L, --top L              ids of the head's top-L kept a position (default 8)\n"
+            "      --chains D           record greedy draft chains of D steps (deeper draft\n"
+            "                           steps) instead of every window position\n"
+            "      --chain-every S      a chain from every S-th window position (default 16)\n"
+            "      --layers N           a layerskip draft: the model's first N layers only\n"
             "      --threads T          CPU threads (default: all cores)\n"
             "      --exact              f32 activations (default: 8-bit activations, as the draft runs)\n"
             "  -h, --help               this text\n");
@@ -68,6 +85,7 @@ typedef struct {
     FILE *f;
     const char *out;
     int64_t W, L, d, V;
+    int64_t chains, every; /* --chains D (0: windows), --chain-every S */
     float *logits; /* [W, V] */
     int32_t *top;  /* [L] */
     float *val;    /* [L] */
@@ -91,6 +109,33 @@ static ms_status record_window(recorder *r, const int32_t *ids, int64_t n) {
     for (int64_t t = 0; t < n; t++) {
         ms_k_topk(r->logits + t * r->V, r->V, r->L, r->top, r->val);
         MS_TRY(write_rec(r, ids[t], t ? hid + (t - 1) * r->d : r->zero));
+    }
+    return MS_OK;
+}
+
+/* One window as chains: from every S-th position p, D greedy draft steps.
+ * The cache holds ids[0, p] when a chain starts; each chain is cut off again
+ * before the window moves on to the next p. */
+static ms_status record_chains(recorder *r, const int32_t *ids, int64_t n) {
+    const int64_t d = r->d;
+    float *prev = r->zero + d; /* [d]: the state of the step before */
+    ms_model_reset(r->m);
+    int64_t len = 0; /* corpus positions in the cache */
+    for (int64_t p = r->every - 1; p < n; p += r->every) {
+        const int64_t k = p + 1 - len;
+        MS_TRY(ms_model_forward(r->m, ids + len, k, NULL, NULL, MS_LOGITS_LAST, r->logits));
+        memcpy(prev, ms_model_hidden(r->m) + (k - 1) * d, (size_t)d * sizeof *prev); /* h_p */
+        len = p + 1;
+        for (int64_t l = 0; l < r->chains; l++) {
+            int32_t y;
+            float yv;
+            ms_k_topk(r->logits, r->V, 1, &y, &yv); /* the draft's greedy guess */
+            MS_TRY(ms_model_forward(r->m, &y, 1, NULL, NULL, MS_LOGITS_LAST, r->logits));
+            ms_k_topk(r->logits, r->V, r->L, r->top, r->val);
+            MS_TRY(write_rec(r, y, prev));
+            memcpy(prev, ms_model_hidden(r->m), (size_t)d * sizeof *prev);
+        }
+        MS_TRY(ms_model_truncate(r->m, len));
     }
     return MS_OK;
 }
@@ -124,18 +169,20 @@ static ms_status record_file(recorder *r, const char *path, int64_t quota) {
     int64_t at = 0, got = 0, n0 = r->n;
     double t0 = ms_now_s();
     while (st == MS_OK && got < quota && at < ids.n) {
+        /* tokens this window may take: chains give D records per S tokens */
+        const int64_t room = r->chains ? (quota - got) / r->chains * r->every : quota - got;
         int64_t k = 0;
         if (bos >= 0) win[k++] = bos;
-        while (k < r->W && at < ids.n && got + k < quota) win[k++] = ids.v[at++];
-        if (k < 2) break;
+        while (k < r->W && at < ids.n && k < room) win[k++] = ids.v[at++];
+        if (k < (r->chains ? r->every : 2)) break;
         for (int64_t i = 0; i < k; i++)
             if (win[i] < 0 || win[i] >= r->V) {
                 ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "%s: token id %d outside the model's [0, %lld)", path,
                            win[i], (long long)r->V);
                 st = MS_ERR_RANGE;
             }
-        if (st == MS_OK) st = record_window(r, win, k);
-        got += k;
+        if (st == MS_OK) st = r->chains ? record_chains(r, win, k) : record_window(r, win, k);
+        got += r->chains ? k / r->every * r->chains : k;
         fprintf(stderr, TOOL ": %s: %lld / %lld positions (%.1f s)\n", path, (long long)(r->n - n0),
                 (long long)quota, ms_now_s() - t0);
     }
@@ -149,7 +196,7 @@ static ms_status record_file(recorder *r, const char *path, int64_t quota) {
 
 static ms_status write_header(recorder *r, const char *sha) {
     uint8_t h[REC_HEADER] = {0};
-    uint32_t u32[4] = {1, (uint32_t)r->d, (uint32_t)r->L, 0};
+    uint32_t u32[4] = {1, (uint32_t)r->d, (uint32_t)r->L, (uint32_t)r->chains};
     uint64_t u64[2] = {(uint64_t)r->n, (uint64_t)r->V};
     memcpy(h, "MSDSREC1", 8);
     memcpy(h + 8, u32, sizeof u32); /* the machines we run on are little-endian (as GGUF assumes) */
@@ -164,14 +211,16 @@ int main(int argc, char **argv) {
     ms_k_cpu_fix_blas_core(argv);
     ms_log_set_role("record");
     const char *model_path = NULL, *out = NULL;
-    int64_t max_pos = 40000, W = 512, L = 8, threads = 0;
+    int64_t max_pos = 40000, W = 512, L = 8, threads = 0, chains = 0, every = 16, layers = 0;
     int exact = 0;
-    enum { O_THREADS = 256, O_EXACT };
+    enum { O_THREADS = 256, O_EXACT, O_CHAINS, O_EVERY, O_LAYERS };
     static const struct option opts[] = {
         {"model", required_argument, NULL, 'm'},   {"out", required_argument, NULL, 'o'},
         {"max-positions", required_argument, NULL, 'n'}, {"window", required_argument, NULL, 'w'},
         {"top", required_argument, NULL, 'L'},     {"threads", required_argument, NULL, O_THREADS},
         {"exact", no_argument, NULL, O_EXACT},     {"help", no_argument, NULL, 'h'},
+        {"chains", required_argument, NULL, O_CHAINS}, {"chain-every", required_argument, NULL, O_EVERY},
+        {"layers", required_argument, NULL, O_LAYERS},
         {NULL, 0, NULL, 0},
     };
     int c;
@@ -192,6 +241,15 @@ int main(int argc, char **argv) {
             if (!ms_cli_i64(TOOL, "--threads", optarg, 1, 1024, &threads)) return 2;
             break;
         case O_EXACT: exact = 1; break;
+        case O_CHAINS:
+            if (!ms_cli_i64(TOOL, "--chains", optarg, 1, 64, &chains)) return 2;
+            break;
+        case O_EVERY:
+            if (!ms_cli_i64(TOOL, "--chain-every", optarg, 1, 4096, &every)) return 2;
+            break;
+        case O_LAYERS:
+            if (!ms_cli_i64(TOOL, "--layers", optarg, 1, 1024, &layers)) return 2;
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -208,14 +266,19 @@ int main(int argc, char **argv) {
     char *tmp = NULL;
     ms_tok *tok = NULL;
     ms_model *m = NULL;
-    recorder r = {.out = out, .W = W, .L = L};
+    recorder r = {.out = out, .W = W, .L = L, .chains = chains, .every = every};
+    if (chains && (every >= W || chains > every)) { /* chains ≤ every: a window's records ≤ its tokens (quota) */
+        fprintf(stderr, TOOL ": --chains %lld with --chain-every %lld: need chains ≤ every < the window %lld\n",
+                (long long)chains, (long long)every, (long long)W);
+        goto done;
+    }
     if (!ms_gguf_is_gguf(model_path)) {
         fprintf(stderr, TOOL ": %s is not a GGUF model file\n", model_path);
         goto done;
     }
     if (ms_sha256_file(model_path, sha) < 0) goto done;
     if (ms_tok_load_path(model_path, &tok) < 0) goto done;
-    ms_model_opts mo = {.max_ctx = W, .max_batch = W, .q8_matmul = !exact};
+    ms_model_opts mo = {.max_ctx = W + chains, .max_batch = W, .q8_matmul = !exact, .n_layers = layers};
     if (ms_model_load(model_path, &mo, &m) < 0) goto done;
     r.m = m;
     r.tok = tok;
@@ -230,7 +293,7 @@ int main(int argc, char **argv) {
     r.logits = ms_malloc(nlog);
     r.top = ms_malloc((size_t)L * sizeof(int32_t));
     r.val = ms_malloc((size_t)L * sizeof(float));
-    r.zero = ms_calloc((size_t)r.d, sizeof(float));
+    r.zero = ms_calloc((size_t)(2 * r.d), sizeof(float)); /* zeros, then a chain's state */
     size_t tl = strlen(out) + 5;
     tmp = ms_malloc(tl);
     if (!r.logits || !r.top || !r.val || !r.zero || !tmp) goto done;
@@ -240,8 +303,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, TOOL ": %s: %s\n", tmp, strerror(errno));
         goto done;
     }
-    fprintf(stderr, TOOL ": %s (sha256 %.16s…): V %lld, d %lld; %lld positions in windows of %lld, top-%lld\n",
-            model_path, sha, (long long)r.V, (long long)r.d, (long long)max_pos, (long long)W, (long long)L);
+    fprintf(stderr, TOOL ": %s (sha256 %.16s…): V %lld, d %lld; %lld %s in windows of %lld, top-%lld\n", model_path,
+            sha, (long long)r.V, (long long)r.d, (long long)max_pos, chains ? "chain steps" : "positions",
+            (long long)W, (long long)L);
+    if (layers)
+        fprintf(stderr, TOOL ": layerskip draft: the first %lld layers\n", (long long)layers);
+    if (chains)
+        fprintf(stderr, TOOL ": chains of %lld greedy draft steps from every %lld-th position\n", (long long)chains,
+                (long long)every);
     if (write_header(&r, sha) < 0) goto done;
     int nfiles = argc - optind;
     for (int i = 0; i < nfiles; i++) {
