@@ -14,7 +14,9 @@
 #                         list below.
 #     --model DIR         target model (default: stories260K converted into
 #                         $MS_BUILD_DIR/models/stories260k)
-#     --per-category N    questions per category (default all)
+#     --per-category N    questions per category (default all of the evaluation split:
+#                         Spec-Bench's last quarter per category is its training split,
+#                         never run here; tools/microspec_bench_prompts.c)
 #     --max-new-sb N      max new tokens, Spec-Bench (default 1024)
 #     --max-new-he N      max new tokens, HumanEval (default 512)
 #     --max-chars N       cut prompts (each turn) to N bytes (default 600 for
@@ -645,7 +647,7 @@ gpu=$( (nvidia-smi -L 2>/dev/null || true) | head -1 | sed 's/ (UUID.*//')
   echo "commit: $commit"
   echo "command: ${MS_BUILD_DIR:+MS_BUILD_DIR=$MS_BUILD_DIR }${MS_SHARED_DIR:+MS_SHARED_DIR=$MS_SHARED_DIR }tools/microspec_bench.sh ${argv[*]}"
   echo "model: $model"
-  echo "protocol: greedy; max new tokens $max_sb (Spec-Bench) / $max_he (HumanEval) per turn; ${per_cat:-all} question(s) per category; first question 3x untimed; prompts $([ -n "$chat" ] && echo "through the chat template" || echo "encoded raw (no chat template)")$([ "$max_chars" != 0 ] && echo ", each turn cut to $max_chars bytes"); $turns_note; threads as each configuration's flags say (--threads; default all cores)"
+  echo "protocol: greedy; max new tokens $max_sb (Spec-Bench) / $max_he (HumanEval) per turn; ${per_cat:-all} question(s) per category (Spec-Bench: of the evaluation split, the first three quarters of each source category); first question 3x untimed; prompts $([ -n "$chat" ] && echo "through the chat template" || echo "encoded raw (no chat template)")$([ "$max_chars" != 0 ] && echo ", each turn cut to $max_chars bytes"); $turns_note; threads as each configuration's flags say (--threads; default all cores)"
   echo "runtime: $(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.1f", b - a }') s"
 } >"$out/meta.txt"
 echo "microspec_bench: wrote $out/results.jsonl, $out/summary.jsonl" >&2
