@@ -729,7 +729,7 @@ QD_INLINE void simd_tile(const qd_job *J, const uint8_t *wr, float bias, int64_t
             __m512i A[8];
             if (DT == MS_DTYPE_Q8_0) load_q8_0(base, nv, A);
             else load_q5_0(base, nv, A);
-            const __m512 a = load_f16_n(base, DT == MS_DTYPE_Q8_0 ? 34 : 22, 0, nv);
+            const __m512 a = load_f16_n(base, (int)(gb / GROUP), 0, nv); /* block stride: 34 or 22 bytes */
             const int64_t xr = i0 * g + gi;
             const __m512i sumi = pair_sums(A, x->qa + (size_t)xr * GROUP_Q, nv);
             acc[0] = _mm512_add_ps(acc[0], sums_terms(a, a, sumi, x->d + xr * GROUP,
