@@ -14,9 +14,21 @@ from the tool's Gram-matrix eigendecomposition):
     microspec.vocab_size, microspec.hidden_size, specvocab.rank;
   - rank 32 writes Q8_0, which dequantizes to within Q8_0 rounding of F32;
   - bad arguments exit 1 with a message naming the problem, --help does no work.
+--distill:
+  - the tool's loss_grad (imported by path) equals central finite differences
+    of a naive float64 log-softmax loss written here, for W_vocab and W_down;
+  - records in microspec-record's format whose h lie in the span of W's
+    singular directions 9..16 (which the rank-8 SVD drops), with top-L ids
+    computed here from W·h: the distilled artefact's held-out recall KV beats
+    the SVD's (and the SVD's is low), W_vocab·W_down is still [V, d], the
+    bytes repeat on a second run; --steps 0 (no gain) writes the SVD start
+    with specvocab.distilled = false;
+  - records of another model (sha256) and a missing records file exit 1
+    naming both hashes / the file.
 Exit 77 (skip) when numpy or gguf cannot be imported.
 """
 import hashlib
+import importlib.util
 import json
 import os
 import struct
@@ -72,7 +84,93 @@ def read(path):
     return kv, wd, wv, tv.tensor_type
 
 
+def check_gradient():
+    """loss_grad against central differences on a tiny float64 problem."""
+    spec = importlib.util.spec_from_file_location("specvocab_build", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    rng = np.random.default_rng(7)
+    V, r, d, B, L = 23, 3, 5, 6, 4
+    wv, wd, H = rng.standard_normal((V, r)), rng.standard_normal((r, d)), rng.standard_normal((B, d))
+    top = np.stack([rng.permutation(V)[:L] for _ in range(B)])
+
+    def naive(wv, wd):
+        s = H @ wd.T @ wv.T
+        m = s.max(axis=1, keepdims=True)
+        logp = s - m - np.log(np.exp(s - m).sum(axis=1, keepdims=True))
+        return -np.mean([logp[b, top[b]].mean() for b in range(B)])
+
+    loss, gv, gd = tool.loss_grad(wv, wd, H, top)
+    check(abs(loss - naive(wv, wd)) < 1e-12, f"loss {loss} vs naive {naive(wv, wd)}")
+    for name, x, g in (("W_vocab", wv, gv), ("W_down", wd, gd)):
+        fd = np.zeros_like(x)
+        for i in np.ndindex(x.shape):
+            x0 = x[i]
+            x[i] = x0 + 1e-6
+            up = naive(wv, wd)
+            x[i] = x0 - 1e-6
+            fd[i] = (up - naive(wv, wd)) / 2e-6
+            x[i] = x0
+        check(g.shape == x.shape and np.max(np.abs(g - fd)) < 1e-7 * max(1.0, np.max(np.abs(fd))),
+              f"∂loss/∂{name} vs central differences: {np.max(np.abs(g - fd)):.3g}")
+
+
+def write_records(path, sha, W, Bt, L, windows, T, rng):
+    """microspec-record's format (tools/microspec_record.c): windows of T
+    positions; position t holds tok, top-L(W h_t) and prev = h_{t-1}."""
+    V, d = W.shape
+    recs = bytearray()
+    for _ in range(windows):
+        h = (rng.standard_normal((T, 8)) @ Bt[8:16] + 0.05 * rng.standard_normal((T, d))).astype(np.float32)
+        top = np.argsort(-(h.astype(np.float64) @ W.T.astype(np.float64)), axis=1, kind="stable")[:, :L]
+        for t in range(T):
+            prev = h[t - 1] if t else np.zeros(d, np.float32)
+            recs += struct.pack("<i", int(rng.integers(V))) + top[t].astype("<i4").tobytes() + prev.astype("<f4").tobytes()
+    hdr = b"MSDSREC1" + struct.pack("<4I", 1, d, L, 0) + struct.pack("<2Q", windows * T, V) + sha.encode()
+    with open(path, "wb") as f:
+        f.write(hdr + bytes(128 - len(hdr)) + recs)
+
+
+def check_distill(tmp, W, Bt, sha):
+    V, d = W.shape
+    rec = os.path.join(tmp, "m.rec")
+    write_records(rec, sha, W, Bt, 4, 40, 32, np.random.default_rng(99))
+    base = ["--model", os.path.join(tmp, "m"), "--rank", "8", "--dtype", "f32", "--distill", rec, "--distill-k", "20",
+            "--batch", "64", "--lr", "1e-2"]
+    outs = [os.path.join(tmp, f"d{i}.gguf") for i in range(2)]
+    for out in outs:
+        p = run(*base, "--out", out, "--steps", "200")
+        check(p.returncode == 0, f"--distill: exit {p.returncode}: {p.stderr}")
+    if p.returncode == 0:
+        kv, wd, wv, _ = read(outs[0])
+        before, after = float(kv["specvocab.heldout_recall_svd"]), float(kv["specvocab.heldout_recall"])
+        check(bool(kv.get("specvocab.distilled")), "specvocab.distilled true")
+        check(before < 0.5 and after > before + 0.3, f"held-out recall@20: SVD {before:.3f}, distilled {after:.3f}")
+        check(kv.get("specvocab.distill_records_sha256") == hashlib.sha256(open(rec, "rb").read()).hexdigest()
+              and int(kv.get("specvocab.distill_steps", -1)) == 200, "distill KVs")
+        check((wv @ wd).shape == (V, d), f"W_vocab·W_down shape {(wv @ wd).shape}")
+        check(open(outs[0], "rb").read() == open(outs[1], "rb").read(), "--distill twice: different bytes")
+    # no step, no gain: the SVD start is written, marked as such
+    svd, out = os.path.join(tmp, "s8.gguf"), os.path.join(tmp, "d0.gguf")
+    run("--model", os.path.join(tmp, "m"), "--out", svd, "--rank", "8", "--dtype", "f32")
+    p = run(*base, "--out", out, "--steps", "0")
+    check(p.returncode == 0 and "did NOT improve" in p.stderr, f"--steps 0: exit {p.returncode}: {p.stderr}")
+    if p.returncode == 0:
+        kv, wd, wv, _ = read(out)
+        _, wd_svd, wv_svd, _ = read(svd)
+        check(kv.get("specvocab.distilled") is False and "specvocab.heldout_recall" not in kv
+              and np.array_equal(wd, wd_svd) and np.array_equal(wv, wv_svd), "--steps 0 writes the SVD start")
+    # records of another model, and no records at all
+    other = hashlib.sha256(b"another model").hexdigest()
+    write_records(os.path.join(tmp, "o.rec"), other, W, Bt, 4, 2, 8, np.random.default_rng(1))
+    return [(["--model", os.path.join(tmp, "m"), "--out", os.path.join(tmp, "x.gguf"), "--distill",
+              os.path.join(tmp, "o.rec")], f"sha256 {other}", sha),
+            (["--model", os.path.join(tmp, "m"), "--out", os.path.join(tmp, "x.gguf"), "--distill",
+              os.path.join(tmp, "none.rec")], os.path.join(tmp, "none.rec"))]
+
+
 def main():
+    check_gradient()
     rng = np.random.default_rng(1234)
     V, d = 300, 48
     # W = A diag(spectrum) B with orthonormal B: a known, decaying spectrum
@@ -129,17 +227,17 @@ def main():
             scale = np.abs(wvf).max(axis=1, keepdims=True) / 127.0
             check(tt == gguf.GGMLQuantizationType.Q8_0, "rank 32 auto → Q8_0")
             check(np.all(np.abs(wv8 - wvf) <= scale * 0.51 + np.abs(wvf) * 1e-3), "Q8_0 within half a step (f16 scale) of F32")
+        bad = check_distill(tmp, W, B, sha)
         # refusals
-        bad = [
+        bad += [
             (["--model", os.path.join(tmp, "m"), "--out", os.path.join(tmp, "x.gguf"), "--rank", "0"], "outside [1, d=48]"),
             (["--model", os.path.join(tmp, "m"), "--out", os.path.join(tmp, "x.gguf"), "--rank", "8", "--dtype", "q8_0"],
              "multiple of 32"),
             (["--model", os.path.join(tmp, "nope"), "--out", os.path.join(tmp, "x.gguf")], os.path.join(tmp, "nope")),
-            (["--model", os.path.join(tmp, "m"), "--out", os.path.join(tmp, "x.gguf"), "--distill", "s"], "not implemented"),
         ]
-        for args, text in bad:
+        for args, *texts in bad:
             p = run(*args)
-            check(p.returncode == 1 and text in p.stderr, f"{args}: exit {p.returncode}, stderr {p.stderr!r}")
+            check(p.returncode == 1 and all(t in p.stderr for t in texts), f"{args}: exit {p.returncode}, stderr {p.stderr!r}")
             check(not os.path.exists(os.path.join(tmp, "x.gguf")), f"{args}: wrote a file")
         p = run("--help")
         check(p.returncode == 0 and "--rank" in p.stdout and "sha256" not in p.stderr, "--help does no work")

@@ -17,17 +17,36 @@ model.safetensors holds lm_head.weight (else the tied model.embed_tokens.weight;
 F32 / F16 / BF16). The artefact records the sha256 of that file (the GGUF, or the
 folder's model.safetensors) and the draft node refuses it for any other model.
 
+--distill RECORDS then fits that start to the full head on recorded draft
+states (microspec-record, from ../shared/corpus; format in
+tools/microspec_record.c, read with tools/dynaspec_common.py). Record t holds
+the head's top-L ids at t and h_{t-1}, so the head's input h_t is the next
+record's prev: the pairs are (record[i+1].prev, record[i].top) within a window.
+That h is the final-norm hidden state, the head's input, which is also what
+the draft node ranks with (ms_draft.c hands the head's own hid rows to
+ms_specvocab.c's pick). The loss is the multi-label softmax cross-entropy of s
+over all V ids against the L recorded ids, weighted alike (loss_grad); Adam
+(numpy, float32, manual gradients, cosine-decayed step) runs --steps minibatches
+of --batch pairs. A seeded --holdout-frac of whole windows is held out
+(neighbouring positions share context, so a split by position would leak), and
+the held-out recall@k (the share of the top-L ids, and of the top-1 id, inside
+the k best ids of s, with w_vocab rounded as written) is logged before and
+after for k = 256, 512, 840, 1024 and --distill-k. Unless the distilled recall
+at --distill-k (top-L) beats the SVD's, the SVD start is written instead (and
+said so). The records must come from this model (their header's sha256), else
+exit 1. Same inputs, same seed and thread count → the same bytes.
+
 Output (GGUF, written with the `gguf` package): KVs microspec.artifact =
 "specvocab", microspec.model_sha256, microspec.vocab_size, microspec.hidden_size,
-specvocab.rank; tensors specvocab.w_down F32 [d', d] and specvocab.w_vocab
-[V, d'] in Q8_0 (default when d' is a multiple of 32: a quarter of the f32 bytes,
-and the draft reads all V rows of it every step, so its size is its cost; the
-ranking tolerates the 8-bit rounding, and losslessness never depends on it) or
-F32 (--dtype f32, exact; the only choice for other ranks).
-
-Not done yet: --distill STATES (fit W_vocab/W_down to the full head's top-k on
-recorded draft states from ../shared/corpus) is accepted by nothing; the SVD is
-the whole build.
+specvocab.rank, specvocab.distilled (bool), and when distilled
+specvocab.distill_records_sha256, specvocab.distill_steps, specvocab.distill_k,
+specvocab.heldout_recall_svd, specvocab.heldout_recall (f32, top-L recall at
+distill_k; the draft node ignores these KVs and loads both kinds alike);
+tensors specvocab.w_down F32 [d', d] and specvocab.w_vocab [V, d'] in Q8_0
+(default when d' is a multiple of 32: a quarter of the f32 bytes, and the draft
+reads all V rows of it every step, so its size is its cost; the ranking
+tolerates the 8-bit rounding, and losslessness never depends on it) or F32
+(--dtype f32, exact; the only choice for other ranks).
 
 Exit status: 0 ok, 1 error (a message naming the file), 2 bad usage.
 """
@@ -41,9 +60,15 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dynaspec_common as dc  # noqa: E402
+
+TOOL = "specvocab_build"
+REPORT_K = (256, 512, 840, 1024)  # 840: MicroSpec's mean active size on the Qwen pair (results, a058886)
+
 
 def log(msg):
-    print(f"specvocab_build: {msg}", file=sys.stderr, flush=True)
+    dc.log(TOOL, msg)
 
 
 class BuildError(Exception):
@@ -156,7 +181,115 @@ def truncated_svd(W, rank, chunk=16384):
     return np.ascontiguousarray(Vk.T.astype(np.float32)), w_vocab, sv
 
 
-def write_artifact(out, sha, w_down, w_vocab, dtype):
+def record_pairs(rec):
+    """The head's (input, top-L) pairs of a microspec-record file: h_t is the
+    next record's prev, so pair i = (prev[i+1], top[i]) when record i+1 is in
+    the same window (a window's first record has prev = 0).
+    → (H [n, d] f32, top [n, L] i32, window [n] i64)."""
+    start = ~np.any(rec["prev"] != 0, axis=1)  # [N] a window's first record
+    window = np.cumsum(start)
+    i = np.nonzero(~start[1:])[0]  # pairs (i, i+1) inside one window
+    return (np.ascontiguousarray(rec["prev"][i + 1], dtype=np.float32),
+            np.ascontiguousarray(rec["top"][i], dtype=np.int32), window[i])
+
+
+def split_by_window(window, frac, seed):
+    """Held-out = a seeded share of whole windows (neighbouring positions share
+    context, so a split by position would leak). → (train idx, held-out idx)."""
+    ids = np.unique(window)
+    if len(ids) < 2:
+        raise BuildError(f"the records hold {len(ids)} window(s); a held-out split needs at least 2")
+    n_held = min(max(1, int(round(frac * len(ids)))), len(ids) - 1)
+    held = np.isin(window, np.random.default_rng(seed).permutation(ids)[:n_held])
+    return np.nonzero(~held)[0], np.nonzero(held)[0]
+
+
+def loss_grad(w_vocab, w_down, H, top):
+    """Multi-label softmax cross-entropy of s = W_vocab (W_down h) against the
+    head's top-L ids, the L ids weighted alike (recall of all L at k is what
+    the selector needs; giving the top-1 half the weight measured no better on
+    the 0.5B draft, top-1 recall@1024 included):
+        loss = mean_b −(1/L) Σ_{i∈top_b} log softmax(s_b)_i,
+        ∂loss/∂s_b = (softmax(s_b) − T_b) / B,  T_b = 1/L on top_b.
+    w_vocab [V, d'], w_down [d', d], H [B, d], top [B, L] (distinct ids a row).
+    → (loss, ∂/∂w_vocab [V, d'], ∂/∂w_down [d', d]), in the inputs' dtype."""
+    B, L = top.shape
+    rows = np.arange(B)[:, None]
+    z = H @ w_down.T  # [B, d']
+    g = z @ w_vocab.T  # [B, V] scores, then softmax, then ∂loss/∂s
+    g -= g.max(axis=1, keepdims=True)
+    hit = g[rows, top].sum(axis=1)  # [B]
+    np.exp(g, out=g)
+    tot = g.sum(axis=1, keepdims=True)
+    loss = float(np.mean(np.log(tot[:, 0]) - hit / L))
+    g /= tot * B
+    g[rows, top] -= 1.0 / (L * B)
+    g_vocab = g.T @ z
+    g_down = (g @ w_vocab).T @ H
+    return loss, g_vocab, g_down
+
+
+def recall_at(w_vocab, w_down, H, top, ks, chunk=256):
+    """Fraction of the top-L ids, and of the top-1 id, among the k best of s,
+    for each k in ks (k < V). → (recall_L [len(ks)], recall_1 [len(ks)])."""
+    V = w_vocab.shape[0]
+    kth = [V - k for k in ks]
+    hit_l, hit_1 = np.zeros(len(ks)), np.zeros(len(ks))
+    for a in range(0, len(H), chunk):
+        s = (H[a:a + chunk] @ w_down.T) @ w_vocab.T  # [c, V]
+        tgt = np.take_along_axis(s, top[a:a + chunk], axis=1)  # [c, L]
+        s.partition(kth, axis=1)
+        for j, c in enumerate(kth):
+            inside = tgt >= s[:, c:c + 1]  # the k-th largest score is the bar
+            hit_l[j] += inside.sum()
+            hit_1[j] += inside[:, 0].sum()
+    return hit_l / top.size, hit_1 / len(top)
+
+
+def fit(w_vocab, w_down, H, top, steps, lr, batch, seed):
+    """Adam (β 0.9, 0.999) on loss_grad over seeded minibatches of the training
+    pairs, the step size decaying to 0 on a cosine. Returns new arrays."""
+    p = [w_vocab.copy(), w_down.copy()]
+    m = [np.zeros_like(x) for x in p]
+    v = [np.zeros_like(x) for x in p]
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    rng = np.random.default_rng(seed + 1)  # seed itself drew the split
+    order, at = rng.permutation(len(H)), 0
+    t0 = last = time.monotonic()
+    run_loss, run_n = 0.0, 0
+    for t in range(1, steps + 1):
+        if at + batch > len(order):
+            order, at = rng.permutation(len(H)), 0
+        idx = np.sort(order[at:at + batch])
+        at += batch
+        loss, *g = loss_grad(p[0], p[1], H[idx], top[idx])
+        run_loss, run_n = run_loss + loss, run_n + 1
+        a = lr * 0.5 * (1 + np.cos(np.pi * (t - 1) / steps)) * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        for x, gx, mx, vx in zip(p, g, m, v):
+            mx *= b1
+            mx += (1 - b1) * gx
+            vx *= b2
+            vx += (1 - b2) * gx * gx
+            x -= (a * mx / (np.sqrt(vx) + eps)).astype(x.dtype)
+        now = time.monotonic()
+        if now - last > 2.0 or t == steps:
+            log(f"distill step {t}/{steps}: train loss {run_loss / run_n:.4f} ({now - t0:.1f} s)")
+            run_loss, run_n, last = 0.0, 0, now
+    return p[0], p[1]
+
+
+def as_written(w_vocab, dtype):
+    """w_vocab as the draft will read it (Q8_0 rounding included)."""
+    if dtype != "q8_0":
+        return w_vocab
+    import gguf
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    return gguf.quants.dequantize(gguf.quants.quantize(w_vocab, q8), q8).reshape(w_vocab.shape)
+
+
+def write_artifact(out, sha, w_down, w_vocab, dtype, distilled=None):
+    """distilled: None (the SVD start) or a dict of the specvocab.* KVs that
+    describe the distillation (see the module docstring)."""
     import gguf
     V, rank = w_vocab.shape
     d = w_down.shape[1]
@@ -167,6 +300,13 @@ def write_artifact(out, sha, w_down, w_vocab, dtype):
     w.add_uint64("microspec.vocab_size", V)
     w.add_uint64("microspec.hidden_size", d)
     w.add_uint64("specvocab.rank", rank)
+    w.add_bool("specvocab.distilled", distilled is not None)
+    if distilled is not None:
+        w.add_string("specvocab.distill_records_sha256", distilled["records_sha256"])
+        w.add_uint32("specvocab.distill_steps", distilled["steps"])
+        w.add_uint32("specvocab.distill_k", distilled["k"])
+        w.add_float32("specvocab.heldout_recall_svd", distilled["recall_svd"])
+        w.add_float32("specvocab.heldout_recall", distilled["recall"])
     w.add_tensor("specvocab.w_down", w_down)
     if dtype == "q8_0":
         q = gguf.quants.quantize(w_vocab, gguf.GGMLQuantizationType.Q8_0)
@@ -180,29 +320,81 @@ def write_artifact(out, sha, w_down, w_vocab, dtype):
     os.replace(tmp, out)
 
 
+def distill(a, rec, w_vocab, w_down, dtype):
+    """Fit (w_vocab, w_down) to the records; keep the fit only if its held-out
+    recall@k (top-L) beats the SVD's. → (w_vocab, w_down, KV dict or None)."""
+    H, top, window = record_pairs(rec)
+    if top.size and (top.min() < 0 or top.max() >= w_vocab.shape[0]):
+        raise BuildError(f"{a.distill}: top ids outside [0, {w_vocab.shape[0]})")
+    train, held = split_by_window(window, a.holdout_frac, a.seed)
+    ks = sorted({k for k in REPORT_K if k < w_vocab.shape[0]} | {a.distill_k})
+    j = ks.index(a.distill_k)
+    log(f"{a.distill}: {len(H)} pairs, top-{top.shape[1]}; {len(train)} train, {len(held)} held out "
+        f"({a.holdout_frac:g} of the windows, seed {a.seed})")
+
+    def report(name, wv, wd):
+        rl, r1 = recall_at(as_written(wv, dtype), wd, H[held], top[held], ks)
+        log(f"held-out recall, {name}: " + ", ".join(
+            f"@{k} top-{top.shape[1]} {x:.4f} top-1 {y:.4f}" for k, x, y in zip(ks, rl, r1)))
+        return float(rl[j])
+
+    before = report("SVD start", w_vocab, w_down)
+    t0 = time.monotonic()
+    wv, wd = fit(w_vocab, w_down, H[train], top[train], a.steps, a.lr, a.batch, a.seed)
+    log(f"{a.steps} steps in {time.monotonic() - t0:.1f} s")
+    after = report("distilled", wv, wd)
+    if not after > before:
+        log(f"distillation did NOT improve the held-out recall@{a.distill_k} ({after:.4f} vs the SVD's "
+            f"{before:.4f}): writing the SVD start instead (specvocab.distilled = false)")
+        return w_vocab, w_down, None
+    log(f"held-out recall@{a.distill_k}: {before:.4f} (SVD) → {after:.4f} (distilled)")
+    meta = dict(records_sha256=dc.sha256_file(a.distill), steps=a.steps, k=a.distill_k,
+                recall_svd=before, recall=after)
+    return wv, wd, meta
+
+
 def main(argv):
     ap = argparse.ArgumentParser(
         prog="specvocab_build.py",
-        description="Build a SpecVocab artefact (truncated SVD of a draft model's LM head) for "
-                    "`--vocab specvocab` / `specvocab+window`. See the module docstring for the format.")
+        description="Build a SpecVocab artefact (truncated SVD of a draft model's LM head, optionally distilled "
+                    "on recorded draft states) for `--vocab specvocab` / `specvocab+window`. See the module "
+                    "docstring for the format.")
     ap.add_argument("--model", required=True, help="the draft model: a GGUF file or a Hugging Face folder")
     ap.add_argument("--out", required=True, help="the artefact to write (GGUF)")
     ap.add_argument("--rank", type=int, default=64, help="d', the reduced width (default 64)")
     ap.add_argument("--dtype", choices=["auto", "q8_0", "f32"], default="auto",
                     help="w_vocab's format: auto = q8_0 when the rank is a multiple of 32, else f32")
-    ap.add_argument("--distill", metavar="STATES",
-                    help="not implemented yet: distil on recorded draft states (refused)")
+    ap.add_argument("--distill", metavar="RECORDS",
+                    help="then fit the SVD start to the full head's top-L ids on these microspec-record states")
+    ap.add_argument("--steps", type=int, default=300, help="--distill: Adam steps (default 300)")
+    ap.add_argument("--lr", type=float, default=1e-3, help="--distill: Adam step size, cosine-decayed (default 1e-3)")
+    ap.add_argument("--batch", type=int, default=256, help="--distill: pairs a step (default 256)")
+    ap.add_argument("--seed", type=int, default=0, help="--distill: seed of the split and the batches (default 0)")
+    ap.add_argument("--holdout-frac", type=float, default=0.1,
+                    help="--distill: share of the record windows held out (default 0.1)")
+    ap.add_argument("--distill-k", type=int, default=1024,
+                    help="--distill: the k of the held-out recall@k that must improve (default 1024)")
     a = ap.parse_args(argv)
+    if a.steps < 0 or a.lr <= 0 or a.batch < 1 or a.distill_k < 1 or not 0 < a.holdout_frac < 1:
+        ap.error("--steps ≥ 0, --lr > 0, --batch ≥ 1, --distill-k ≥ 1 and 0 < --holdout-frac < 1")
     try:
-        if a.distill:
-            raise BuildError("--distill is not implemented yet (the SVD start is the whole build)")
         mf = model_file(a.model)
         if not os.path.isfile(mf):
             raise BuildError(f"{mf}: no such model file")
         log(f"sha256 of {mf}")
         sha = sha256_file(mf)
+        rec = None
+        if a.distill:
+            rec = dc.read_record(TOOL, a.distill)  # a bad file: exit 1 naming it
+            if rec["sha256"] != sha:
+                raise BuildError(f"{a.distill} was recorded from the model with sha256 {rec['sha256']}, "
+                                 f"but {mf} has sha256 {sha}")
         W = load_head(a.model)
         V, d = W.shape
+        if rec is not None and (rec["vocab"], rec["d"]) != (V, d):
+            raise BuildError(f"{a.distill}: V {rec['vocab']}, d {rec['d']}, but the head is [{V}, {d}]")
+        if rec is not None and not a.distill_k < V:
+            raise BuildError(f"--distill-k {a.distill_k} must be below the vocabulary size {V}")
         if not 1 <= a.rank <= d:
             raise BuildError(f"--rank {a.rank} outside [1, d={d}] for {a.model}")
         dtype = a.dtype
@@ -217,7 +409,10 @@ def main(argv):
         if tail is not None:
             msg += f", relative residual {np.sqrt(max(tail, 0.0) / max(np.sum(W.astype(np.float64) ** 2), 1e-300)):.4f}"
         log(msg)
-        write_artifact(a.out, sha, w_down, w_vocab, dtype)
+        distilled = None
+        if rec is not None:
+            w_vocab, w_down, distilled = distill(a, rec, w_vocab, w_down, dtype)
+        write_artifact(a.out, sha, w_down, w_vocab, dtype, distilled)
         log(f"wrote {a.out} (model sha256 {sha})")
     except BuildError as e:
         log(f"error: {e}")
