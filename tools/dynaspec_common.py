@@ -116,7 +116,8 @@ REC_HEADER = 128
 
 
 def read_record(tool, path):
-    """→ dict(d, L, vocab, sha256, tok [n] i32, top [n, L] i32, prev [n, d] f32), memory-mapped."""
+    """→ dict(d, L, vocab, sha256, chain (D of --chains; 0: windows), tok [n] i32, top [n, L] i32,
+    prev [n, d] f32), memory-mapped."""
     try:
         with open(path, "rb") as f:
             hdr = f.read(REC_HEADER)
@@ -124,7 +125,7 @@ def read_record(tool, path):
         die(tool, "%s: %s" % (path, e))
     if len(hdr) < REC_HEADER or hdr[:8] != REC_MAGIC:
         die(tool, "%s: not a microspec-record file (magic %r)" % (path, hdr[:8]))
-    ver, d, L, _ = np.frombuffer(hdr, dtype="<u4", count=4, offset=8)
+    ver, d, L, chain = np.frombuffer(hdr, dtype="<u4", count=4, offset=8)
     n, vocab = np.frombuffer(hdr, dtype="<u8", count=2, offset=24)
     sha = hdr[40:104].decode("ascii", "replace")
     if ver != 1:
@@ -134,5 +135,5 @@ def read_record(tool, path):
     if size != REC_HEADER + int(n) * rec.itemsize:
         die(tool, "%s: %d bytes, header says %d records of %d bytes" % (path, size, n, rec.itemsize))
     a = np.memmap(path, dtype=rec, mode="r", offset=REC_HEADER, shape=(int(n),))
-    return dict(d=int(d), L=int(L), vocab=int(vocab), sha256=sha, n=int(n), tok=a["tok"], top=a["top"],
-                prev=a["prev"])
+    return dict(d=int(d), L=int(L), vocab=int(vocab), sha256=sha, n=int(n), chain=int(chain), tok=a["tok"],
+                top=a["top"], prev=a["prev"])

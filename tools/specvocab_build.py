@@ -21,7 +21,8 @@ folder's model.safetensors) and the draft node refuses it for any other model.
 states (microspec-record, from ../shared/corpus; format in
 tools/microspec_record.c, read with tools/dynaspec_common.py). Record t holds
 the head's top-L ids at t and h_{t-1}, so the head's input h_t is the next
-record's prev: the pairs are (record[i+1].prev, record[i].top) within a window.
+record's prev: the pairs are (record[i+1].prev, record[i].top) within a window (or, for
+`microspec-record --chains D` files, within a chain of D).
 That h is the final-norm hidden state, the head's input, which is also what
 the draft node ranks with (ms_draft.c hands the head's own hid rows to
 ms_specvocab.c's pick). The loss is the multi-label softmax cross-entropy of s
@@ -186,7 +187,10 @@ def record_pairs(rec):
     next record's prev, so pair i = (prev[i+1], top[i]) when record i+1 is in
     the same window (a window's first record has prev = 0).
     → (H [n, d] f32, top [n, L] i32, window [n] i64)."""
-    start = ~np.any(rec["prev"] != 0, axis=1)  # [N] a window's first record
+    if rec["chain"]:  # --chains D: records come in chains of D, each its own "window"
+        start = np.arange(rec["n"]) % rec["chain"] == 0
+    else:
+        start = ~np.any(rec["prev"] != 0, axis=1)  # [N] a window's first record
     window = np.cumsum(start)
     i = np.nonzero(~start[1:])[0]  # pairs (i, i+1) inside one window
     return (np.ascontiguousarray(rec["prev"][i + 1], dtype=np.float32),
