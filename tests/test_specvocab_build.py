@@ -115,6 +115,25 @@ def check_gradient():
               f"∂loss/∂{name} vs central differences: {np.max(np.abs(g - fd)):.3g}")
 
 
+def check_chain_pairs():
+    """record_pairs on a --chains file pairs (prev[i+1], top[i]) inside each
+    chain of D only, though every chain's first prev is non-zero."""
+    spec = importlib.util.spec_from_file_location("specvocab_build", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    D, chains, d, L = 3, 4, 5, 2
+    n = D * chains
+    rec = dict(n=n, chain=D, prev=np.arange(1, n * d + 1, dtype=np.float32).reshape(n, d),
+               top=np.arange(n * L, dtype=np.int32).reshape(n, L))
+    H, top, window = tool.record_pairs(rec)
+    want = [i for i in range(n - 1) if i % D != D - 1]
+    check(np.array_equal(H, rec["prev"][[i + 1 for i in want]]) and np.array_equal(top, rec["top"][want])
+          and len(np.unique(window)) == chains, f"chain records pair inside their chain only ({len(want)} pairs)")
+    rec["chain"] = 0  # as windows (no zero prev): one window, every neighbour paired
+    H, top, window = tool.record_pairs(rec)
+    check(len(top) == n - 1, "window records pair every neighbour of a window")
+
+
 def write_records(path, sha, W, Bt, L, windows, T, rng):
     """microspec-record's format (tools/microspec_record.c): windows of T
     positions; position t holds tok, top-L(W h_t) and prev = h_{t-1}."""
@@ -171,6 +190,7 @@ def check_distill(tmp, W, Bt, sha):
 
 def main():
     check_gradient()
+    check_chain_pairs()
     rng = np.random.default_rng(1234)
     V, d = 300, 48
     # W = A diag(spectrum) B with orthonormal B: a known, decaying spectrum
