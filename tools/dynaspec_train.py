@@ -21,7 +21,8 @@ Training: binary cross-entropy with logits against the multi-hot targets
 y_j = 1 iff cluster j holds one of the full head's top-L ids at t; Adam,
 seeded init and shuffles. Inputs are standardised per feature during
 training and the standardisation is folded into W1, b1 on export, so the
-artefact takes raw z. A held-out split (whole blocks of 512 records) reports
+artefact takes raw z. A held-out split (whole blocks of 512 records, from
+each record file) reports
   recall@k_c = share of positions whose full-head top-1 id lies in the union
                of the picked clusters, and the mean size of that union,
 for k_c = 4, 8, 16, 32 and for levels of 1 row, 10 rows (10 consecutive
@@ -180,11 +181,13 @@ def main():
     np.put_along_axis(y, cluster_of[top], 1.0, axis=1)
 
     rng = np.random.default_rng(args.seed)
-    nb = (n + BLOCK - 1) // BLOCK
-    hold_blocks = rng.permutation(nb)[:max(1, int(round(nb * args.holdout)))]
     hold = np.zeros(n, bool)
-    for b in hold_blocks:
-        hold[b * BLOCK:(b + 1) * BLOCK] = True
+    base = 0
+    for r in recs:  # whole blocks of each file, so every file has held-out positions
+        nb = (r["n"] + BLOCK - 1) // BLOCK
+        for b in rng.permutation(nb)[:max(1, int(round(nb * args.holdout)))]:
+            hold[base + b * BLOCK:base + min((b + 1) * BLOCK, r["n"])] = True
+        base += r["n"]
     tr = np.flatnonzero(~hold)
     te = np.flatnonzero(hold)
     mu = z[tr].mean(0)
