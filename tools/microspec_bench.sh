@@ -44,6 +44,9 @@
 #                             --turns does with ids); with --chat to /v1/chat/completions
 #                             with the conversation [turn 1, answer 1 (stripped), turn 2].
 #   pipeline=sync|overlap     the cluster's draft pipeline (DESIGN §6; cluster only)
+#   threads=T:D               the cluster's thread split on this box: target.threads = T,
+#                             draft.threads = D (cluster only; default: both from --threads,
+#                             else every core each: in sync mode they take turns)
 #   device=cpu|cuda[:N]       cuda: skipped, with "skipped: no GPU" in the report, when
 #                             `nvidia-smi -L` lists no GPU.
 # A configuration that needs a microspec-generate flag the binary lacks (or a
@@ -423,7 +426,7 @@ fi
 # (the flags without --w-max: configurations that differ only in W_max), 6
 # flags, 7 placement, 8 pipeline, 9 device, 10 static K, 11 window stream
 # (dynamic), 12 LM head, 13 status ("run" or "skipped: why")
-names=() flags=() places=() pipes=() devs=() status=()
+names=() flags=() places=() pipes=() devs=() splits=() status=()
 : >"$out/configs.tsv"
 while IFS= read -r line || [ -n "$line" ]; do
   [[ "$line" =~ ^[[:space:]]*(#|$) ]] && continue
@@ -434,16 +437,18 @@ while IFS= read -r line || [ -n "$line" ]; do
   [[ "$name" =~ ^[^\"\\$'\t']+$ ]] || die "$configs: name '$name' is empty or has a quote, backslash or tab"
   for n in "${names[@]}"; do [ "$n" != "$name" ] || die "$configs: name '$name' twice"; done
   fl=${fl//@OUT@/$out}
-  placement=single pipeline=sync device=cpu pipe_set=0
+  placement=single pipeline=sync device=cpu pipe_set=0 split=
   for w in $kv; do
     case $w in
       placement=single|placement=cluster) placement=${w#*=} ;;
       pipeline=sync|pipeline=overlap) pipeline=${w#*=} pipe_set=1 ;;
       device=cpu|device=cuda|device=cuda:[0-9]*) device=${w#*=} ;;
-      *) die "$configs: '$name': '$w' is not placement=single|cluster, pipeline=sync|overlap or device=cpu|cuda[:N]" ;;
+      threads=[1-9]*:[1-9]*) split=${w#*=} ;;
+      *) die "$configs: '$name': '$w' is not placement=single|cluster, pipeline=sync|overlap, threads=T:D or device=cpu|cuda[:N]" ;;
     esac
   done
   [ "$pipe_set" = 0 ] || [ "$placement" = cluster ] || die "$configs: '$name': pipeline= needs placement=cluster"
+  [ -z "$split" ] || [ "$placement" = cluster ] || die "$configs: '$name': threads= needs placement=cluster"
   [ "$placement" = cluster ] || pipeline=—
   # a --device flag among the generate flags counts as the device too
   [[ " $fl " =~ \ --device\ ([a-z0-9:]+) ]] && device=${BASH_REMATCH[1]}
@@ -473,7 +478,7 @@ while IFS= read -r line || [ -n "$line" ]; do
       [[ " $fl " == *" $f "* ]] && { st="skipped: the cluster config has no key for $f"; break; }
     done
   fi
-  names+=("$name") flags+=("$fl") places+=("$placement") pipes+=("$pipeline") devs+=("$device") status+=("$st")
+  names+=("$name") flags+=("$fl") places+=("$placement") pipes+=("$pipeline") devs+=("$device") splits+=("$split") status+=("$st")
   printf '%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${#names[@]}" "$name" "$vocab" "$wmax" "$series" "$fl" \
     "$placement" "$pipeline" "$device" "$k" "$stream" "$head" "$st" >>"$out/configs.tsv"
 done <"$configs"
@@ -521,7 +526,7 @@ bar() { # bar DONE LABEL
 started() { grep -vc '"turn": 2' "$1" || true; }
 
 # ---------------------------------------------------------------- the cluster
-# cluster_config FLAGS PIPELINE DEVICE PORT FILE: the cluster config of a generate flag list
+# cluster_config FLAGS PIPELINE DEVICE PORT FILE [T:D]: the cluster config of a generate flag list
 cluster_config() {
   local -a a
   read -r -a a <<<"$1"
@@ -548,9 +553,11 @@ cluster_config() {
     esac
   done
   local dev=$3 max_new=$(( max_sb > max_he ? max_sb : max_he )); [ "$dev" = cuda ] && dev=cuda:0
+  local tthreads=$threads dthreads=$threads
+  [ -z "${6:-}" ] || { tthreads=${6%%:*}; dthreads=${6#*:}; }
   {
-    echo "target = { model = \"$model_abs\"; max_ctx = $(py max-ctx "$model_abs"); device = \"$dev\";${threads:+ threads = $threads;}${q8:+ q8_matmul = true;} };"
-    echo "draft = { enabled = $draft;${kind:+ kind = \"$kind\";}${dmodel:+ model = \"$dmodel\";}${layers:+ layers = $layers;}${pmin:+ p_min = $pmin;} device = \"$dev\";${threads:+ threads = $threads;} };"
+    echo "target = { model = \"$model_abs\"; max_ctx = $(py max-ctx "$model_abs"); device = \"$dev\";${tthreads:+ threads = $tthreads;}${q8:+ q8_matmul = true;} };"
+    echo "draft = { enabled = $draft;${kind:+ kind = \"$kind\";}${dmodel:+ model = \"$dmodel\";}${layers:+ layers = $layers;}${pmin:+ p_min = $pmin;} device = \"$dev\";${dthreads:+ threads = $dthreads;} };"
     echo "vocab = {${vocab:+ mode = \"$vocab\";}${wmax:+ w_max = $wmax;}${kpre:+ k_pre = $kpre;}${kver:+ k_ver = $kver;}${list:+ list = \"$list\";} };"
     echo "tree = {${tk:+ top_k = $tk;}${td:+ depth = $td;}${tt:+ total = $tt;} chain = $chain; };"
     echo "pipeline = \"$2\";"
@@ -566,7 +573,7 @@ cluster_start() {
   local i=$1 log=$2 port cfg
   port=$(py free-port)
   cfg=$out/logs/$((i + 1))-cluster.cfg
-  cluster_config "${flags[$i]}" "${pipes[$i]}" "${devs[$i]}" "$port" "$cfg"
+  cluster_config "${flags[$i]}" "${pipes[$i]}" "${devs[$i]}" "$port" "$cfg" "${splits[$i]}"
   run_dir=$work/run-$i
   RUN_DIR=$run_dir bash "$root/cluster/launch.sh" "$cfg" --build "$build_abs" --logs "$out/logs/$((i + 1))-nodes" \
     >"$log" 2>&1 || { tail -20 "$log" >&2; die "config '${names[$i]}': the cluster did not start (log: $log)"; }
