@@ -43,7 +43,7 @@ dynamic W_max=32|$ls4 --vocab dynamic --w-max 32
 dynamic W_max=128|$ls4 --vocab dynamic --w-max 128
 static K=64|$ls4 --vocab static --vocab-list $work/static-64.txt
 dynamic W_max=128 indexed|$ls4 --vocab dynamic --w-max 128 --lm-head indexed
-cluster sync W_max=128|$ls4 --vocab dynamic --w-max 128|placement=cluster pipeline=sync
+cluster sync W_max=128|$ls4 --vocab dynamic --w-max 128|placement=cluster pipeline=sync threads=1:2
 EOC
 [ $no_gpu = 1 ] && echo "GPU dynamic|$ls4 --vocab dynamic --w-max 128|device=cuda" >>"$work/configs.txt"
 # the configurations that must have run, and those that must be reported as skipped
@@ -64,6 +64,15 @@ for f in results.jsonl summary.jsonl configs.tsv meta.txt report.md; do
   [ -s "$out/$f" ]; check $? "$f missing or empty"
 done
 [ $fail = 0 ] || exit 1
+# threads=T:D places the cluster's nodes: target.threads = T, draft.threads = D
+cfg=$(cat "$out"/logs/*-cluster.cfg 2>/dev/null)
+grep -qE '^target = \{.* threads = 1;' <<<"$cfg" && grep -qE '^draft = \{.* threads = 2;' <<<"$cfg"
+check $? "threads=1:2 did not reach the cluster config: $cfg"
+printf 'x|--chain|threads=1:1\n' >"$work/bad.txt"
+MS_BUILD_DIR=$build "$src/tools/microspec_bench.sh" --out "$work/bad" --configs "$work/bad.txt" --model "$work/model" \
+  2>"$work/bad.err" >/dev/null
+[ $? != 0 ] && grep -q "threads= needs placement=cluster" "$work/bad.err"
+check $? "threads= without placement=cluster not refused: $(tail -2 "$work/bad.err")"
 
 # results: 7 categories × per_cat questions × the configurations that ran, no warm-up lines
 n=$(wc -l <"$out/results.jsonl")
