@@ -259,6 +259,9 @@ def main():
             p = run(*args)
             check(p.returncode == 1 and all(t in p.stderr for t in texts), f"{args}: exit {p.returncode}, stderr {p.stderr!r}")
             check(not os.path.exists(os.path.join(tmp, "x.gguf")), f"{args}: wrote a file")
+        p = run("--model", os.path.join(tmp, "m"), "--out", os.path.join(tmp, "x.gguf"), "--steps", "5")
+        check(p.returncode == 2 and "--steps only with --distill" in p.stderr and not os.path.exists(os.path.join(tmp, "x.gguf")),
+              f"--steps without --distill: exit {p.returncode}, stderr {p.stderr!r}")
         p = run("--help")
         check(p.returncode == 0 and "--rank" in p.stdout and "sha256" not in p.stderr, "--help does no work")
     if fails:

@@ -379,6 +379,11 @@ def main(argv):
     ap.add_argument("--distill-k", type=int, default=1024,
                     help="--distill: the k of the held-out recall@k that must improve (default 1024)")
     a = ap.parse_args(argv)
+    if not a.distill:  # the distillation options mean nothing without it: say so rather than ignore them
+        given = [o for o in ("--steps", "--lr", "--batch", "--seed", "--holdout-frac", "--distill-k")
+                 if any(x == o or x.startswith(o + "=") for x in argv)]
+        if given:
+            ap.error(f"{', '.join(given)} only with --distill")
     if a.steps < 0 or a.lr <= 0 or a.batch < 1 or a.distill_k < 1 or not 0 < a.holdout_frac < 1:
         ap.error("--steps ≥ 0, --lr > 0, --batch ≥ 1, --distill-k ≥ 1 and 0 < --holdout-frac < 1")
     try:
