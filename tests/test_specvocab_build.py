@@ -84,11 +84,17 @@ def read(path):
     return kv, wd, wv, tv.tensor_type
 
 
-def check_gradient():
-    """loss_grad against central differences on a tiny float64 problem."""
+def load_tool():
+    """The tool as a module (imported by path), for its functions."""
     spec = importlib.util.spec_from_file_location("specvocab_build", TOOL)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    return tool
+
+
+def check_gradient():
+    """loss_grad against central differences on a tiny float64 problem."""
+    tool = load_tool()
     rng = np.random.default_rng(7)
     V, r, d, B, L = 23, 3, 5, 6, 4
     wv, wd, H = rng.standard_normal((V, r)), rng.standard_normal((r, d)), rng.standard_normal((B, d))
@@ -118,9 +124,7 @@ def check_gradient():
 def check_chain_pairs():
     """record_pairs on a --chains file pairs (prev[i+1], top[i]) inside each
     chain of D only, though every chain's first prev is non-zero."""
-    spec = importlib.util.spec_from_file_location("specvocab_build", TOOL)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool()
     D, chains, d, L = 3, 4, 5, 2
     n = D * chains
     rec = dict(n=n, chain=D, prev=np.arange(1, n * d + 1, dtype=np.float32).reshape(n, d),

@@ -90,6 +90,7 @@ typedef struct {
     int32_t *top;  /* [L] */
     float *val;    /* [L] */
     float *zero;   /* [d] */
+    float *state;  /* [d] a chain's state of the step before */
     int64_t n;     /* records written */
 } recorder;
 
@@ -118,7 +119,7 @@ static ms_status record_window(recorder *r, const int32_t *ids, int64_t n) {
  * before the window moves on to the next p. */
 static ms_status record_chains(recorder *r, const int32_t *ids, int64_t n) {
     const int64_t d = r->d;
-    float *prev = r->zero + d; /* [d]: the state of the step before */
+    float *prev = r->state;
     ms_model_reset(r->m);
     int64_t len = 0; /* corpus positions in the cache */
     for (int64_t p = r->every - 1; p < n; p += r->every) {
@@ -127,9 +128,7 @@ static ms_status record_chains(recorder *r, const int32_t *ids, int64_t n) {
         memcpy(prev, ms_model_hidden(r->m) + (k - 1) * d, (size_t)d * sizeof *prev); /* h_p */
         len = p + 1;
         for (int64_t l = 0; l < r->chains; l++) {
-            int32_t y;
-            float yv;
-            ms_k_topk(r->logits, r->V, 1, &y, &yv); /* the draft's greedy guess */
+            const int32_t y = ms_k_argmax(r->logits, r->V); /* the draft's greedy guess */
             MS_TRY(ms_model_forward(r->m, &y, 1, NULL, NULL, MS_LOGITS_LAST, r->logits));
             ms_k_topk(r->logits, r->V, r->L, r->top, r->val);
             MS_TRY(write_rec(r, y, prev));
@@ -182,8 +181,8 @@ static ms_status record_file(recorder *r, const char *path, int64_t quota) {
                 st = MS_ERR_RANGE;
             }
         if (st == MS_OK) st = r->chains ? record_chains(r, win, k) : record_window(r, win, k);
-        got += r->chains ? k / r->every * r->chains : k;
-        fprintf(stderr, TOOL ": %s: %lld / %lld positions (%.1f s)\n", path, (long long)(r->n - n0),
+        got = r->n - n0;
+        fprintf(stderr, TOOL ": %s: %lld / %lld positions (%.1f s)\n", path, (long long)got,
                 (long long)quota, ms_now_s() - t0);
     }
     if (st == MS_OK && got < quota)
@@ -293,10 +292,11 @@ int main(int argc, char **argv) {
     r.logits = ms_malloc(nlog);
     r.top = ms_malloc((size_t)L * sizeof(int32_t));
     r.val = ms_malloc((size_t)L * sizeof(float));
-    r.zero = ms_calloc((size_t)(2 * r.d), sizeof(float)); /* zeros, then a chain's state */
+    r.zero = ms_calloc((size_t)r.d, sizeof(float));
+    r.state = ms_malloc((size_t)r.d * sizeof(float));
     size_t tl = strlen(out) + 5;
     tmp = ms_malloc(tl);
-    if (!r.logits || !r.top || !r.val || !r.zero || !tmp) goto done;
+    if (!r.logits || !r.top || !r.val || !r.zero || !r.state || !tmp) goto done;
     snprintf(tmp, tl, "%s.tmp", out);
     r.f = fopen(tmp, "wb");
     if (!r.f) {
@@ -340,6 +340,7 @@ done:
     free(r.top);
     free(r.val);
     free(r.zero);
+    free(r.state);
     ms_model_free(&m);
     ms_tok_free(&tok);
     return rc;
