@@ -16,9 +16,12 @@
  * Two matmul paths: f32 (the default: activations in f32 against the dequantized blocks:
  * only f32-vs-f64 rounding separates it from the reference; measured ≤ 6e-4,
  * bound TOL_F32) and q8 (--q8-matmul: activations quantized to 8-bit blocks,
- * as llama.cpp does; measured max 0.65 / mean 0.108 (Gemma), 0.50 / 0.051 (Qwen 0.5B), bound
+ * as llama.cpp does; measured max 0.67 / mean 0.106 (Gemma), 1.08 / 0.062 (Qwen 0.5B), bound
  * TOL_Q8 — llama.cpp itself is 0.8–8.4 away from the same reference at its
- * worst position, median 0.05–0.09, tests/golden/gguf/README.md). The mean
+ * worst position, median 0.05–0.09, tests/golden/gguf/README.md). The max is
+ * one noisy tail value: a change of summation order in attention (f32 error
+ * unchanged, ≤ 2e-4) moved the 0.5B's from 0.50 to 1.08 by flipping 8-bit
+ * roundings of the activations; the mean moved 0.051 → 0.062. The mean
  * error is bounded too (MEAN_*), so a systematic fault that stays under the max
  * bound still fails (a wrong Gemma RoPE base moves the median by 0.26).
  *
@@ -37,7 +40,7 @@
 
 /* max |error| bounds, and bounds on the mean |error| over every checked log-prob */
 #define TOL_F32 0.02
-#define TOL_Q8 1.0
+#define TOL_Q8 1.5
 /* q8 at position 0 of a prompt without BOS (Qwen): that token's hidden state
  * carries a few huge activations, and 8-bit blocks of it lose the small ones —
  * measured 2.95 on the 1.5B; llama.cpp is 8.4 away there */
