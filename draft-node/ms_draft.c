@@ -38,6 +38,8 @@ struct ms_dft {
     int32_t root;
     int64_t committed; /* draft KV rows committed */
     int64_t n_sub;     /* tree rows submitted this round */
+    int32_t sub_tok[MS_TREE_MAX], sub_par[MS_TREE_MAX]; /* their tokens and parent rows (−1: the root) */
+    int64_t kv_chain;  /* lm, host: leading chain rows of the last tree kept in the KV after `committed` */
     ms_ids pending;    /* tokens still to commit (eagle: the shifted tokens of pend_feat's rows) */
     float *pend_feat;  /* eagle: [pending.n, d] */
     int64_t pend_cap;
@@ -464,6 +466,10 @@ static ms_status pend_reserve(ms_dft *d, int64_t rows) {
 static ms_status commit_pending(ms_dft *d) {
     const int64_t n = d->pending.n;
     if (n == 0) return MS_OK;
+    if (d->kv_chain > 0) { /* a tree's rows that no verdict kept */
+        MS_TRY(ms_model_truncate(d->lm, d->committed));
+        d->kv_chain = 0;
+    }
     if (d->committed + n + MS_TREE_MAX > d->max_ctx)
         MS_FAIL(MS_ERR_RANGE, "draft KV full: %lld + %lld rows (+ tree) > %lld", (long long)d->committed,
                 (long long)n, (long long)d->max_ctx);
@@ -503,7 +509,11 @@ static ms_status expand(void *ctx, const int32_t *tokens, const int32_t *depth, 
     int32_t pos[MS_TREE_MAX];
     /* A node at depth δ continues the committed rows after the root: the root
      * sits at the last committed row, so its position is committed − 1 + δ. */
-    for (int64_t r = 0; r < n_rows; r++) pos[r] = (int32_t)(d->committed - 1 + depth[r]);
+    for (int64_t r = 0; r < n_rows; r++) {
+        pos[r] = (int32_t)(d->committed - 1 + depth[r]);
+        d->sub_tok[d->n_sub + r] = tokens[r];
+        d->sub_par[d->n_sub + r] = parent_row[r];
+    }
     uint64_t t0 = ms_now_ns();
     const float *out;
     if (d->eg) {
@@ -555,6 +565,7 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     if (d->eg) MS_TRY(ms_eagle_truncate(d->eg, 0));
     else ms_model_reset(d->lm);
     d->committed = 0;
+    d->kv_chain = 0;
     d->pending.n = 0;
     if (d->root_prev) memset(d->root_hid, 0, (size_t)d->d * sizeof(float)); /* position 0 has no predecessor */
     MS_TRY(pend_reserve(d, m->n_prompt + 1));
@@ -598,8 +609,16 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     ms_tree_params tp = d->o.tree;
     if (d->o.adaptive) tp.depth = d->len - 1;
     ms_status s = ms_tree_build(&tp, d->root, root_ids, root_logp, expand, d, &d->tree);
-    /* The tree rows never stay in the draft KV: next round overwrites them. */
-    ms_status s2 = d->eg ? ms_eagle_truncate(d->eg, d->committed) : ms_model_truncate(d->lm, d->committed);
+    /* The tree rows leave the draft KV but a leading chain (row r the child
+     * of row r − 1, row 0 the root's): where the verdict accepts its tokens,
+     * those rows are what committing them would compute, bitwise (the same
+     * tokens at the same positions over the same visible rows), so they
+     * stay (set_pending). A chain draft's rows are all such a chain. */
+    d->kv_chain = 0;
+    if (!d->eg && !d->root_dev)
+        while (d->kv_chain < d->n_sub && d->sub_par[d->kv_chain] == d->kv_chain - 1) d->kv_chain++;
+    ms_status s2 = d->eg ? ms_eagle_truncate(d->eg, d->committed)
+                         : ms_model_truncate(d->lm, d->committed + d->kv_chain);
     MS_TRY(s);
     MS_TRY(s2);
 
@@ -700,7 +719,20 @@ static ms_status set_pending(ms_dft *d, const ms_msg_verify *m) {
         }
         d->pending.n = m->n_path;
     } else {
-        d->pending.n = emitted_tokens(d, m, d->pending.v);
+        /* the accepted tokens whose rows the tree left in the KV stay committed */
+        int64_t kept = 0;
+        while (kept < d->kv_chain && kept + 1 < m->n_path && d->sub_tok[kept] == d->tree.token[m->path[kept + 1]])
+            kept++;
+        MS_TRY(ms_model_truncate(d->lm, d->committed + kept));
+        d->kv_chain = 0;
+        if (kept > 0) {
+            memcpy(d->root_hid, d->hid + (kept - 1) * d->d, (size_t)d->d * sizeof(float));
+            d->committed += kept;
+        }
+        int32_t emitted[MS_TREE_MAX + 1];
+        const int64_t n = emitted_tokens(d, m, emitted);
+        memcpy(d->pending.v, emitted + kept, (size_t)(n - kept) * sizeof(int32_t));
+        d->pending.n = n - kept;
     }
     d->root = m->bonus;
     return MS_OK;
@@ -713,6 +745,7 @@ static ms_status rollback_predraft(ms_dft *d) {
     d->committed = d->pre_committed;
     d->root = d->pre_root;
     d->pending.n = 0;
+    d->kv_chain = 0;
     if (d->pre_save) save_root_state(d, false);
     return d->eg ? ms_eagle_truncate(d->eg, d->committed) : ms_model_truncate(d->lm, d->committed);
 }
@@ -769,6 +802,9 @@ static ms_status predraft_impl(ms_dft *d) {
         ms_tree kept = d->tree;
         int64_t round = d->round;
         s = draft_round(d, d->rid, round + 1, &d->pre_tree);
+        /* No tree rows stay under overlap: the verdict may refer to either tree. */
+        if (s >= 0 && d->kv_chain > 0) s = ms_model_truncate(d->lm, d->committed);
+        d->kv_chain = 0;
         d->tree = kept; /* the verdict still refers to round `round`'s tree */
         d->round = round;
     }

@@ -17,6 +17,8 @@
  *     stays near the maximum behind the target itself.
  *  3. The adaptation rule: the draft port driven by hand with seeded verdicts;
  *     every tree's length must be what a separate copy of the rule predicts.
+ *  4. The draft's kept KV rows: after seeded verdicts, each tree equals a
+ *     fresh draft's on the same history, bitwise (kv_part).
  */
 #include "spec_util.h"
 
@@ -334,6 +336,95 @@ static void rule_part(const char *tdir, int64_t depth, bool tree, uint64_t seed)
     ms_dft_free(&d);
 }
 
+/* ---- the draft's kept KV rows (ms_draft.c, draft_round / set_pending) ------
+ *
+ * A tree's leading chain of rows stays in the draft KV and the verdict keeps
+ * the accepted part of it instead of forwarding those tokens again. The
+ * property: after any verdict, the next tree is the tree a fresh draft gives
+ * when begun on the same history (every token committed by one prompt
+ * forward): the same tokens and shape, scores within KV_TOL (this random
+ * model's f32 matmuls go through OpenBLAS, whose one-row and n-row products
+ * round differently: ~1e-6 here; a stale or missing row moves them by
+ * 1e-2 and more). Verdicts are seeded paths: none, part or all of a chain,
+ * any node of a tree. */
+#define KV_TOL 1e-4
+
+static double tree_diff(const ms_tree *a, const ms_tree *b) {
+    if (a->n != b->n) return INFINITY;
+    double worst = 0.0;
+    for (int64_t i = 0; i < a->n; i++) {
+        if (a->token[i] != b->token[i] || a->parent[i] != b->parent[i]) return INFINITY;
+        const double e = fabs((double)a->score[i] - (double)b->score[i]);
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+static void kv_part(const char *tdir, ms_tree_params shape, uint64_t seed) {
+    ms_dft_opts o = ms_dft_opts_default();
+    o.kind = MS_DRAFT_LM;
+    o.model_dir = tdir;
+    o.vocab = MS_VOCAB_FULL;
+    o.tree = shape;
+    ms_dft *d = NULL, *fresh = NULL;
+    ms_status s = ms_dft_new(&o, &d);
+    if (s >= 0) s = ms_dft_new(&o, &fresh);
+    SPEC_CHECK(s >= 0, "kv: ms_dft_new");
+    if (s < 0) goto out;
+    ms_draft_port port = ms_dft_port(d), ref = ms_dft_port(fresh);
+    ms_rng rng;
+    ms_rng_seed(&rng, seed);
+    ms_ids hist = {0}; /* committed history: prompt, then each round's root and accepted tokens */
+    const int32_t prompt[6] = {5, 17, 33, 2, 99, 41};
+    for (int i = 0; i < 6; i++) ms_ids_push(&hist, prompt[i]);
+    ms_msg_begin b = {.request_id = 9, .prompt = prompt, .n_prompt = 6, .root = 12};
+    s = port.begin(port.ctx, &b);
+    SPEC_CHECK(s >= 0, "kv: begin");
+    int32_t root = 12;
+    int64_t kept_any = 0;
+    double worst = 0.0;
+    for (int64_t round = 1; round <= 40 && s >= 0; round++) {
+        ms_msg_tree tm, tr;
+        s = port.draft(port.ctx, 9, round, &tm);
+        SPEC_CHECK(s >= 0, "kv round %lld: draft", (long long)round);
+        if (s < 0) break;
+        if (round > 1) { /* the reference: a fresh draft begun on the history */
+            ms_msg_begin rb = {.request_id = 10, .prompt = hist.v, .n_prompt = hist.n, .root = root};
+            s = ref.begin(ref.ctx, &rb);
+            if (s >= 0) s = ref.draft(ref.ctx, 10, 1, &tr);
+            SPEC_CHECK(s >= 0, "kv round %lld: reference draft", (long long)round);
+            if (s < 0) break;
+            const double e = tree_diff(&tm.tree, &tr.tree);
+            worst = e > worst ? e : worst;
+            SPEC_CHECK(e <= KV_TOL,
+                       "kv round %lld (%s): the tree is %g from a fresh draft's on the same %lld tokens",
+                       (long long)round, shape.chain ? "chain" : "tree", e, (long long)hist.n + 1);
+            ref.end(ref.ctx, 10);
+        }
+        int32_t node = (int32_t)(ms_rng_u64(&rng) % (uint64_t)tm.tree.n);
+        ms_msg_verify v = {.request_id = 9, .round = round, .bonus = (int32_t)(ms_rng_u64(&rng) % 300)};
+        int32_t rev[MS_TREE_MAX];
+        int64_t n = 0;
+        for (int32_t x = node; x >= 0; x = tm.tree.parent[x]) rev[n++] = x;
+        for (int64_t k = 0; k < n; k++) v.path[k] = rev[n - 1 - k];
+        v.n_path = n;
+        kept_any += n > 1;
+        ms_ids_push(&hist, root);
+        for (int64_t k = 1; k < n; k++) ms_ids_push(&hist, tm.tree.token[v.path[k]]);
+        root = v.bonus;
+        s = port.accept(port.ctx, &v);
+        SPEC_CHECK(s >= 0, "kv round %lld: accept", (long long)round);
+    }
+    SPEC_CHECK(kept_any > 10, "kv: only %lld verdicts accepted a draft token", (long long)kept_any);
+    fprintf(stderr, "kv (%s): %lld verdicts kept draft tokens; trees within %.3g of a fresh draft's\n",
+            shape.chain ? "chain" : "tree", (long long)kept_any, worst);
+    port.end(port.ctx, 9);
+    ms_ids_free(&hist);
+out:
+    ms_dft_free(&d);
+    ms_dft_free(&fresh);
+}
+
 int main(void) {
     ms_log_set_level(MS_LOG_WARN);
     const bool small = spec_small();
@@ -355,6 +446,8 @@ int main(void) {
         random_part(tmp, tdir, ldir, small);
         rule_part(tdir, 5, false, 31);
         rule_part(tdir, 4, true, 32);
+        kv_part(tdir, (ms_tree_params){.top_k = 1, .depth = 5, .total = 2, .chain = true}, 41);
+        kv_part(tdir, (ms_tree_params){.top_k = 3, .depth = 3, .total = 16}, 42);
     }
     ms_test_rmtree(tmp);
     fprintf(stderr, "%lld speculative runs; %.1f s\n", (long long)g_runs, ms_now_s() - t0);
