@@ -280,6 +280,17 @@ static void ref_update(ref_rule *r, int64_t accepted, int64_t deepest) {
     }
 }
 
+/* A verdict accepting the path from the root to `node`, with a random bonus. */
+static ms_msg_verify verdict_to(const ms_tree *t, int32_t node, uint64_t rid, int64_t round, ms_rng *rng) {
+    ms_msg_verify v = {.request_id = rid, .round = round, .bonus = (int32_t)(ms_rng_u64(rng) % 300)};
+    int32_t rev[MS_TREE_MAX];
+    int64_t n = 0;
+    for (int32_t x = node; x >= 0; x = t->parent[x]) rev[n++] = x;
+    for (int64_t k = 0; k < n; k++) v.path[k] = rev[n - 1 - k];
+    v.n_path = n;
+    return v;
+}
+
 static void rule_part(const char *tdir, int64_t depth, bool tree, uint64_t seed) {
     ms_dft_opts o = ms_dft_opts_default();
     o.kind = MS_DRAFT_LM;
@@ -317,12 +328,8 @@ static void rule_part(const char *tdir, int64_t depth, bool tree, uint64_t seed)
                    tree ? "tree" : "chain", (long long)deepest, (long long)r.L);
         /* A verdict: the path to a random node, the deepest one in a third of the rounds. */
         int32_t node = ms_rng_u64(&rng) % 3 == 0 ? leaf : (int32_t)(ms_rng_u64(&rng) % (uint64_t)tm.tree.n);
-        ms_msg_verify v = {.request_id = 7, .round = round, .bonus = (int32_t)(ms_rng_u64(&rng) % 300)};
-        int32_t rev[MS_TREE_MAX];
-        int64_t n = 0;
-        for (int32_t x = node; x >= 0; x = tm.tree.parent[x]) rev[n++] = x;
-        for (int64_t k = 0; k < n; k++) v.path[k] = rev[n - 1 - k];
-        v.n_path = n;
+        ms_msg_verify v = verdict_to(&tm.tree, node, 7, round, &rng);
+        const int64_t n = v.n_path;
         int64_t before = r.L;
         ref_update(&r, n - 1, deepest);
         grew += r.L > before;
@@ -401,13 +408,8 @@ static void kv_part(const char *tdir, ms_tree_params shape, uint64_t seed) {
                        (long long)round, shape.chain ? "chain" : "tree", e, (long long)hist.n + 1);
             ref.end(ref.ctx, 10);
         }
-        int32_t node = (int32_t)(ms_rng_u64(&rng) % (uint64_t)tm.tree.n);
-        ms_msg_verify v = {.request_id = 9, .round = round, .bonus = (int32_t)(ms_rng_u64(&rng) % 300)};
-        int32_t rev[MS_TREE_MAX];
-        int64_t n = 0;
-        for (int32_t x = node; x >= 0; x = tm.tree.parent[x]) rev[n++] = x;
-        for (int64_t k = 0; k < n; k++) v.path[k] = rev[n - 1 - k];
-        v.n_path = n;
+        ms_msg_verify v = verdict_to(&tm.tree, (int32_t)(ms_rng_u64(&rng) % (uint64_t)tm.tree.n), 9, round, &rng);
+        const int64_t n = v.n_path;
         kept_any += n > 1;
         ms_ids_push(&hist, root);
         for (int64_t k = 1; k < n; k++) ms_ids_push(&hist, tm.tree.token[v.path[k]]);
