@@ -611,9 +611,10 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     ms_status s = ms_tree_build(&tp, d->root, root_ids, root_logp, expand, d, &d->tree);
     /* The tree rows leave the draft KV but a leading chain (row r the child
      * of row r − 1, row 0 the root's): where the verdict accepts its tokens,
-     * those rows are what committing them would compute, bitwise (the same
-     * tokens at the same positions over the same visible rows), so they
-     * stay (set_pending). A chain draft's rows are all such a chain. */
+     * those rows are what committing them would compute (the same tokens at
+     * the same positions over the same visible rows; bitwise where the
+     * matmuls are batch-invariant, as on the q8 GGUF path), so they stay
+     * (set_pending). A chain draft's rows are all such a chain. */
     d->kv_chain = 0;
     if (!d->eg && !d->root_dev)
         while (d->kv_chain < d->n_sub && d->sub_par[d->kv_chain] == d->kv_chain - 1) d->kv_chain++;

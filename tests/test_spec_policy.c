@@ -18,7 +18,8 @@
  *  3. The adaptation rule: the draft port driven by hand with seeded verdicts;
  *     every tree's length must be what a separate copy of the rule predicts.
  *  4. The draft's kept KV rows: after seeded verdicts, each tree equals a
- *     fresh draft's on the same history, bitwise (kv_part).
+ *     fresh draft's on the same history (tokens and shape; scores within
+ *     KV_TOL, kv_part).
  */
 #include "spec_util.h"
 
