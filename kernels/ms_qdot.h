@@ -105,6 +105,24 @@ void ms_qdot_linear_ref(float *y, const ms_q8_act *x, const ms_qweight *w, const
 void ms_qdot_linear_rows_ref(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows,
                              int64_t n_rows);
 
+/* The AMX tile layout. The AMX path builds each tile product's B operand
+ * from 16 weight rows; read from the rows in place that is a 16-lane
+ * gather per 32-bit word, which costs more than the tile products of a
+ * small batch. ms_qdot_pack copies W's blocks once into w->tiles in the
+ * order the path reads them: per tile of 16 weight rows (the last padded
+ * with zero rows), per unit (a K-quant super-block, a Q8_0 block), per
+ * 32-bit word of the unit's ggml layout that the path reads, 64 bytes —
+ * that word of the 16 rows, row j in bytes 4j..4j+3. The values read are
+ * the same, so the results are the same bits with or without it (the
+ * tests check both). It is made only where the AMX path runs (the CPU has
+ * AMX-INT8, MS_NO_AMX unset; Q4_K, Q6_K, Q8_0): elsewhere w->tiles stays
+ * NULL. The copy is as large as the weight (Q8_0 6 %, Q6_K 1 % larger);
+ * single-row products keep reading w->data. Free with ms_qdot_pack_free. */
+ms_status ms_qdot_pack(ms_qweight *w);
+void ms_qdot_pack_free(ms_qweight *w);
+/* Bytes ms_qdot_pack would allocate for w (0 where it makes none). */
+size_t ms_qdot_pack_bytes(const ms_qweight *w);
+
 /* The path ms_qdot_linear takes for dtype on this CPU: "avx512vnni+amx"
  * (Q4_K, Q6_K, Q8_0 with AMX as above), "avx512vnni" (Q4_K, Q6_K, Q5_0,
  * Q8_0 where the CPU has AVX-512 F/BW/VL/VNNI) or "scalar" (the twin,

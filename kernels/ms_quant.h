@@ -23,12 +23,17 @@
 #include "ms_common.h"
 #include "ms_tensor.h"
 
-/* A typed 2-d weight: m rows of k elements, row r at data + r·row_bytes. */
+/* A typed 2-d weight: m rows of k elements, row r at data + r·row_bytes.
+ * tiles: NULL, or the same blocks in the AMX tile layout (ms_qdot_pack,
+ * ms_qdot.h), which the multi-row products read instead of data — so a
+ * view of other rows or data made by copying a packed weight must set it
+ * to NULL (ms_qweight_view does). */
 typedef struct {
     ms_dtype dtype;
     const void *data;
     int64_t m, k;
     size_t row_bytes;
+    const void *tiles;
 } ms_qweight;
 
 /* A view; MS_ASSERTs that k is a whole number of blocks of dtype and that

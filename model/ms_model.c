@@ -366,6 +366,30 @@ static ms_status load_weights_gguf(ms_model *m) {
     return MS_OK;
 }
 
+/* Matrix i of the ones the products read, i < 1 + 7·layers: the head,
+ * then each layer's q, k, v, o, gate, up, down. */
+static ms_qweight *gguf_product_mat(ms_model *m, int64_t i) {
+    if (i == 0) return &m->lm_head_q;
+    layer_q *q = &m->lq[(i - 1) / 7];
+    ms_qweight *w[] = {&q->wq, &q->wk, &q->wv, &q->wo, &q->w_gate, &q->w_up, &q->w_down};
+    return w[(i - 1) % 7];
+}
+
+/* Each of them in the AMX tile layout where this CPU takes that path
+ * (ms_qdot_pack: a copy as large as the matrix, read in place of its rows
+ * gathered 16 at a time; nothing elsewhere). The input embedding is only
+ * looked up, never packed (a tied head's copy of it is). */
+static ms_status pack_gguf(ms_model *m, const char *path) {
+    const int64_t n = 1 + 7 * m->n_layers;
+    size_t bytes = 0;
+    for (int64_t i = 0; i < n; i++) bytes += ms_qdot_pack_bytes(gguf_product_mat(m, i));
+    if (bytes == 0) return MS_OK;
+    MS_LOG_INFO("%s: packing %.0f MiB of weights into the AMX tile layout (multi-row products)", path,
+                (double)bytes / 1048576.0);
+    for (int64_t i = 0; i < n; i++) MS_TRY(ms_qdot_pack(gguf_product_mat(m, i)));
+    return MS_OK;
+}
+
 /* ---- construction ------------------------------------------------------------ */
 
 /* Backend selection: the backend table of the device, its op table (CPU,
@@ -506,6 +530,7 @@ static ms_status load_gguf(ms_model *m, const char *path, const ms_model_opts *o
     MS_TRY(load_weights_gguf(m));
     m->f32_matmul = !o->q8_matmul;
     if (!m->f32_matmul) {
+        MS_TRY(pack_gguf(m, path));
         int64_t kmax = m->d > m->q_dim ? m->d : m->q_dim;
         if (m->ffn > kmax) kmax = m->ffn;
         MS_TRY(ms_q8_act_alloc(&m->act, m->max_batch, kmax));
@@ -605,6 +630,7 @@ void ms_model_free(ms_model **pm) {
     free(m->hidden_host);
     free(m->lm_head_host);
     ms_weights_free(&m->weights);
+    for (int64_t i = 0; m->gg && m->lq && i < 1 + 7 * m->n_layers; i++) ms_qdot_pack_free(gguf_product_mat(m, i));
     free(m->layers);
     free(m->lq);
     ms_q8_act_free(&m->act);

@@ -10,10 +10,13 @@
  *     bitwise, every type, n across the row tiles, with bias, with guard
  *     values after y, with 1 and 2 pool threads; ms_qdot_linear_rows == the
  *     twin's rows variant and == the matching columns;
+ *     The same with the weight packed into the AMX tile layout
+ *     (ms_qdot_pack, where the CPU takes the AMX path): == the twin bitwise;
  *  4. batch and thread invariance: row r of an n-row product == the 1-row
- *     product of row r alone, bitwise, n = 1..64, 1 and 2 threads — across
- *     the paths, where the CPU has AMX (VNNI for n < 4, AMX tiles above;
- *     Q8_0 at n = 1 on AMX too; test_qdot_noamx repeats all with VNNI only);
+ *     product of row r alone, bitwise, n = 1..64, 1 and 2 threads, the
+ *     weight as stored and packed — across the paths, where the CPU has AMX
+ *     (VNNI for n < 8, AMX tiles from 8 rows; test_qdot_noamx repeats all
+ *     with VNNI only);
  *  5. accuracy versus the f32 ms_q_linear on Gaussian x: |Δy| ≤ Σ_b (d_b/2)
  *     Σ_{e∈b}|W_e| (+ f32 slack) per element, and the rms relative error
  *     (printed) below 2 %.
@@ -242,6 +245,7 @@ static void test_fast_vs_twin(int threads) {
     ms_rng r;
     ms_rng_seed(&r, 33);
     static const int64_t ns[] = {1, 3, 8, 11, 17, 64, 130}; /* AMX: partial row tiles, chunks of 64 */
+    int packed = 0;
     for (int ti = 0; ti < N_TYPES; ti++) {
         const ms_dtype t = k_types[ti];
         int64_t ks[5];
@@ -250,7 +254,9 @@ static void test_fast_vs_twin(int threads) {
         for (int ki = 0; ki < nk; ki++) {
             const int64_t k = ks[ki], m = 67, nmax = 130;
             uint8_t *wd = make_weights(&r, t, m, k);
-            ms_qweight w = ms_qweight_view(t, wd, m, k);
+            ms_qweight w = ms_qweight_view(t, wd, m, k), wp = w;
+            MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
+            packed += wp.tiles != NULL;
             float *x = make_x(&r, nmax, k), *bias = malloc((size_t)m * sizeof(float));
             for (int64_t j = 0; j < m; j++) bias[j] = (float)ms_rng_normal(&r);
             const size_t ny = (size_t)(nmax * m) + GUARD;
@@ -271,6 +277,15 @@ static void test_fast_vs_twin(int threads) {
                 for (size_t i = (size_t)(n * m); i < ny; i++) guard += y[i] != -12345.0f;
                 CHECK(diff == 0 && guard == 0, "%s k=%lld n=%lld threads=%d: %d outputs differ from the twin, %d guards",
                       ms_dtype_name(t), (long long)k, (long long)n, threads, diff, guard);
+                if (wp.tiles) { /* the AMX tile layout: the same bits */
+                    for (size_t i = 0; i < ny; i++) y[i] = -12345.0f;
+                    ms_qdot_linear(y, &a, &wp, bb);
+                    diff = guard = 0;
+                    for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], yr[i]);
+                    for (size_t i = (size_t)(n * m); i < ny; i++) guard += y[i] != -12345.0f;
+                    CHECK(diff == 0 && guard == 0, "%s k=%lld n=%lld threads=%d packed: %d outputs differ from the twin, %d guards",
+                          ms_dtype_name(t), (long long)k, (long long)n, threads, diff, guard);
+                }
                 ms_qdot_linear_rows(z, &a, &w, rows, 9);
                 ms_qdot_linear_rows_ref(zr, &a, &w, rows, 9);
                 ms_qdot_linear(y, &a, &w, NULL);
@@ -282,9 +297,11 @@ static void test_fast_vs_twin(int threads) {
                       (long long)n, diff);
             }
             ms_q8_act_free(&a);
+            ms_qdot_pack_free(&wp);
             free(wd), free(x), free(bias), free(y), free(yr), free(z), free(zr);
         }
     }
+    if (threads == 1) printf("  %d weights packed into the AMX tile layout\n", packed);
 }
 
 /* ---- 4 ---------------------------------------------------------------------- */
@@ -296,7 +313,8 @@ static void test_invariance(int threads) {
         const ms_dtype t = k_types[ti];
         const int64_t k = ms_dtype_block(t) == 256 ? 768 : 544, m = 41, N = 64;
         uint8_t *wd = make_weights(&r, t, m, k);
-        ms_qweight w = ms_qweight_view(t, wd, m, k);
+        ms_qweight w = ms_qweight_view(t, wd, m, k), wp = w;
+        MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
         float *x = make_x(&r, N, k);
         float *one = malloc((size_t)(N * m) * sizeof(float)), *y = malloc((size_t)(N * m) * sizeof(float));
         ms_q8_act a;
@@ -312,10 +330,15 @@ static void test_invariance(int threads) {
             ms_q8_quantize(&a, x, n, k);
             ms_qdot_linear(y, &a, &w, NULL);
             for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], one[i]);
+            if (wp.tiles) {
+                ms_qdot_linear(y, &a, &wp, NULL);
+                for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], one[i]);
+            }
         }
         CHECK(diff == 0, "%s threads=%d: %d outputs of n-row products differ from the 1-row product",
               ms_dtype_name(t), threads, diff);
         ms_q8_act_free(&a);
+        ms_qdot_pack_free(&wp);
         free(wd), free(x), free(one), free(y);
     }
 }

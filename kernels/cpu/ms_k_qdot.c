@@ -401,6 +401,32 @@ static void ref_range(void *arg, int64_t j0, int64_t j1) {
     }
 }
 
+/* ---- the AMX tile layout (ms_qdot.h: ms_qdot_pack) --------------------------
+ *
+ * The 32-bit words of a unit the AMX prep reads, in slot order: Q4_K all 36
+ * of its 144 bytes (slot = offset/4); Q6_K the 52 at offsets 0..204 and, in
+ * slot 52, the one at 206 (its d in the high half); Q8_0 the one at 0 (d in
+ * the low half) and the 8 quads at 2 + 4q (slots 1..8). */
+
+static inline int pack_words(ms_dtype dt) {
+    return dt == MS_DTYPE_Q4_K ? 36 : dt == MS_DTYPE_Q6_K ? 53 : dt == MS_DTYPE_Q8_0 ? 9 : 0;
+}
+static inline int pack_slot(ms_dtype dt, size_t off) {
+    if (dt == MS_DTYPE_Q8_0) return off == 0 ? 0 : (int)((off - 2) / 4) + 1;
+    if (dt == MS_DTYPE_Q6_K && off == 206) return 52;
+    return (int)(off / 4);
+}
+static inline size_t pack_off(ms_dtype dt, int slot) {
+    if (dt == MS_DTYPE_Q8_0) return slot == 0 ? 0 : 2 + 4 * (size_t)(slot - 1);
+    if (dt == MS_DTYPE_Q6_K && slot == 52) return 206;
+    return 4 * (size_t)slot;
+}
+static inline int64_t pack_unit_k(ms_dtype dt) { return dt == MS_DTYPE_Q8_0 ? QK : QK_K; }
+/* Bytes of one tile of 16 rows in the packed layout. */
+static inline size_t pack_tile_bytes(const ms_qweight *w) {
+    return (size_t)(w->k / pack_unit_k(w->dtype)) * (size_t)pack_words(w->dtype) * 64;
+}
+
 /* ---- AVX-512 VNNI ------------------------------------------------------------ */
 
 #if QD_X86
@@ -789,9 +815,10 @@ QD_SIMD_RANGE(simd_range_q6_k, MS_DTYPE_Q6_K)
  *     C[r][j] = Σ_e x_r[32b + e] · w_j[32b + e]      (TDPBSUD / TDPBSSD, exact int32)
  * with A = 16 x rows of block b in element order (ms_q8_act.qp, rows past n
  * are read and ignored), B = the 16 weight rows' block b in the VNNI tile
- * layout B[q][4j + i] = w_j[32b + 4q + i], built by gathering each row's
- * quad q (one 32-bit gather per tile row; the nibble formats give two or
- * four blocks per gather). Q4_K's B holds the unsigned nibble q (its min
+ * layout B[q][4j + i] = w_j[32b + 4q + i], built from each row's quad q:
+ * one aligned 64-byte load per tile row when the weight is packed
+ * (ms_qdot_pack: the words already in this order), else a 32-bit gather
+ * (the nibble formats give two or four blocks per load). Q4_K's B holds the unsigned nibble q (its min
  * enters through the x block sum, as in the twin); Q6_K's and Q8_0's the
  * signed q (q − 32, q), whose products sum to the twin's sumi exactly; Q6_K
  * takes its two 16-element halves as two K = 16 products (sc₀·lo + sc₁·hi).
@@ -866,13 +893,27 @@ QD_AMX_INLINE __m512 amx_f16(__m512i v, int hi) {
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
 }
 
-/* Super-block S (blocks 8S..8S+7) of the tile's Q4_K rows: B tiles, a = d·sc, m = dmin·mn. */
-QD_AMX_INLINE void amx_prep_q4_k(amx_wbuf *X, const uint8_t *w0, __m512i idx, __mmask16 k, int64_t S) {
-    const size_t o = (size_t)S * 144;
-    const __m512i dd = amx_gather(w0, idx, k, o);
+/* Where the prep below reads a unit's words: 16-lane gathers from the
+ * tile's rows in place (w: the unit in the tile's first row, idx: the
+ * rows' byte offsets, k: the rows that exist), or, when the weight is
+ * packed (ms_qdot_pack), one aligned load of the unit's word slot. */
+typedef struct {
+    const uint8_t *w, *pk;
+    __m512i idx;
+    __mmask16 k;
+} amx_src;
+
+QD_AMX_INLINE __m512i amx_word(const amx_src *s, size_t off, ms_dtype DT) {
+    if (s->pk) return _mm512_load_si512((const void *)(s->pk + 64 * (size_t)pack_slot(DT, off)));
+    return amx_gather(s->w, s->idx, s->k, off);
+}
+
+/* A Q4_K super-block of the tile's rows: B tiles, a = d·sc, m = dmin·mn. */
+QD_AMX_INLINE void amx_prep_q4_k(amx_wbuf *X, const amx_src *S) {
+    const ms_dtype DT = MS_DTYPE_Q4_K;
+    const __m512i dd = amx_word(S, 0, DT);
     const __m512 d = amx_f16(dd, 0), dmin = amx_f16(dd, 1);
-    const __m512i u0 = amx_gather(w0, idx, k, o + 4), u1 = amx_gather(w0, idx, k, o + 8),
-                  u2 = amx_gather(w0, idx, k, o + 12);
+    const __m512i u0 = amx_word(S, 4, DT), u1 = amx_word(S, 8, DT), u2 = amx_word(S, 12, DT);
     const __m512i k63 = _mm512_set1_epi32(63), k15 = _mm512_set1_epi32(15), k3 = _mm512_set1_epi32(3);
     for (int s = 0; s < 8; s++) { /* kq_scale_min, lane-wise */
         __m512i sc, mn;
@@ -892,18 +933,18 @@ QD_AMX_INLINE void amx_prep_q4_k(amx_wbuf *X, const uint8_t *w0, __m512i idx, __
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int p = 0; p < 4; p++) /* qs[32p + l]: sub-block 2p low nibbles, 2p + 1 high */
         for (int q = 0; q < 8; q++) {
-            const __m512i v = amx_gather(w0, idx, k, o + 16 + 32 * (size_t)p + 4 * (size_t)q);
+            const __m512i v = amx_word(S, 16 + 32 * (size_t)p + 4 * (size_t)q, DT);
             _mm512_store_si512((void *)(X->b[2 * p] + 64 * q), _mm512_and_si512(v, m4));
             _mm512_store_si512((void *)(X->b[2 * p + 1] + 64 * q), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
         }
 }
 
-/* Super-block S of the tile's Q6_K rows: B tiles of q − 32 (signed), a = d, sc0/sc1. */
-QD_AMX_INLINE void amx_prep_q6_k(amx_wbuf *X, const uint8_t *w0, __m512i idx, __mmask16 k, int64_t S) {
-    const size_t o = (size_t)S * 210;
-    const __m512 d = amx_f16(amx_gather(w0, idx, k, o + 206), 1); /* bytes 208-209, inside the block */
+/* A Q6_K super-block of the tile's rows: B tiles of q − 32 (signed), a = d, sc0/sc1. */
+QD_AMX_INLINE void amx_prep_q6_k(amx_wbuf *X, const amx_src *S) {
+    const ms_dtype DT = MS_DTYPE_Q6_K;
+    const __m512 d = amx_f16(amx_word(S, 206, DT), 1); /* bytes 208-209, inside the block */
     __m512i sv[4];
-    for (int i = 0; i < 4; i++) sv[i] = amx_gather(w0, idx, k, o + 192 + 4 * (size_t)i);
+    for (int i = 0; i < 4; i++) sv[i] = amx_word(S, 192 + 4 * (size_t)i, DT);
     for (int c = 0; c < 8; c++) {
         _mm512_store_ps(X->a[c], d);
         const int s0 = 2 * c, s1 = 2 * c + 1; /* int8 scales[s]: byte s%4 of word s/4 */
@@ -913,9 +954,9 @@ QD_AMX_INLINE void amx_prep_q6_k(amx_wbuf *X, const uint8_t *w0, __m512i idx, __
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
     for (int h = 0; h < 2; h++)
         for (int q = 0; q < 8; q++) {
-            const __m512i qh = amx_gather(w0, idx, k, o + 128 + 32 * (size_t)h + 4 * (size_t)q);
+            const __m512i qh = amx_word(S, 128 + 32 * (size_t)h + 4 * (size_t)q, DT);
             for (int cp = 0; cp < 2; cp++) {
-                const __m512i ql = amx_gather(w0, idx, k, o + 64 * (size_t)h + 32 * (size_t)cp + 4 * (size_t)q);
+                const __m512i ql = amx_word(S, 64 * (size_t)h + 32 * (size_t)cp + 4 * (size_t)q, DT);
                 for (int hb = 0; hb < 2; hb++) {
                     const int cc = cp + 2 * hb;
                     const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * hb), m4);
@@ -927,12 +968,12 @@ QD_AMX_INLINE void amx_prep_q6_k(amx_wbuf *X, const uint8_t *w0, __m512i idx, __
         }
 }
 
-/* Block b of the tile's Q8_0 rows (into slot 0): B tile of q, a = d. */
-QD_AMX_INLINE void amx_prep_q8_0(amx_wbuf *X, const uint8_t *w0, __m512i idx, __mmask16 k, int64_t b) {
-    const size_t o = (size_t)b * 34;
-    _mm512_store_ps(X->a[0], amx_f16(amx_gather(w0, idx, k, o), 0));
+/* A Q8_0 block of the tile's rows (into slot 0): B tile of q, a = d. */
+QD_AMX_INLINE void amx_prep_q8_0(amx_wbuf *X, const amx_src *S) {
+    const ms_dtype DT = MS_DTYPE_Q8_0;
+    _mm512_store_ps(X->a[0], amx_f16(amx_word(S, 0, DT), 0));
     for (int q = 0; q < 8; q++)
-        _mm512_store_si512((void *)(X->b[0] + 64 * q), amx_gather(w0, idx, k, o + 2 + 4 * (size_t)q));
+        _mm512_store_si512((void *)(X->b[0] + 64 * q), amx_word(S, 2 + 4 * (size_t)q, DT));
 }
 
 /* The work of one j-tile and one chunk of ≤ 64 x rows is a sequence of
@@ -942,9 +983,9 @@ QD_AMX_INLINE void amx_prep_q8_0(amx_wbuf *X, const uint8_t *w0, __m512i idx, __
  * tiles' latency hides behind the f32 work (tiles are not renamed). Q6_K's
  * halves are consecutive items: lo on set 0, hi on set 1; its terms are
  * formed at the hi item. */
-typedef struct {
+typedef struct { /* all 64-bit: GCC tested two adjacent 32-bit fields with one 8-byte load of a 4-byte store (no forwarding) */
     int64_t b, t0; /* block, first x row of the tile (relative to r0) */
-    int h, set;    /* Q6_K half; tile set */
+    int64_t h, set; /* Q6_K half; tile set */
 } amx_item;
 
 QD_AMX_INLINE amx_item amx_item_at(int64_t i, int64_t nxt, ms_dtype DT) {
@@ -968,24 +1009,37 @@ QD_AMX_INLINE amx_wbuf *amx_wb(amx_scratch *X, int64_t b, int *slot, ms_dtype DT
     return &X->w[(b / 8) & 1];
 }
 
-QD_AMX_INLINE void amx_issue(amx_scratch *X, const ms_q8_act *x, const uint8_t *w0, __m512i idx, __mmask16 k,
-                             int64_t r0, amx_item it, size_t pf_row_bytes, ms_dtype DT) {
+/* The tile's weights: its 16 rows in place (w0, idx, k) and, when packed,
+ * its units' words (pk); the next tile's bytes to prefetch (pf, pf_span;
+ * 0: none), pf_step a block. */
+typedef struct {
+    const uint8_t *w0, *pk, *pf;
+    size_t pf_span, pf_step; /* pf_step: the bytes of it prefetched a block, whole lines */
+    __m512i idx;
+    __mmask16 k;
+} amx_tile;
+
+QD_AMX_INLINE void amx_issue(amx_scratch *X, const ms_q8_act *x, const amx_tile *T, int64_t r0, amx_item it,
+                             ms_dtype DT) {
     int c;
     amx_wbuf *wb = amx_wb(X, it.b, &c, DT);
-    if (it.t0 == 0 && it.h == 0) {
-        /* Bring in the next j-tile's rows (contiguous: 16·row_bytes after
-         * this tile's), a share per block, while this one computes: the
-         * gathers touch 16 rows at once, which the hardware prefetchers
-         * follow poorly, and a burst of prefetches stalls on full fill
-         * buffers. */
-        const size_t nb = (size_t)(x->k / QK), span = (size_t)AMX_ROWS * pf_row_bytes;
-        const size_t lo = span * (size_t)it.b / nb, hi = span * (size_t)(it.b + 1) / nb;
-        for (size_t o = lo & ~(size_t)63; o < hi; o += 64) _mm_prefetch((const char *)(w0 + span + o), _MM_HINT_T0);
+    if (it.t0 == 0 && it.h == 0 && T->pf_span) {
+        /* Bring in the next j-tile's weights, a share per block, while
+         * this one computes: in place, the gathers touch 16 rows at once,
+         * which the hardware prefetchers follow poorly, and a burst of
+         * prefetches stalls on full fill buffers. */
+        const size_t lo = T->pf_step * (size_t)it.b, hi = lo + T->pf_step < T->pf_span ? lo + T->pf_step : T->pf_span;
+        for (size_t o = lo; o < hi; o += 64) _mm_prefetch((const char *)(T->pf + o), _MM_HINT_T0);
     }
     if (it.t0 == 0 && it.h == 0 && (DT == MS_DTYPE_Q8_0 || c == 0)) { /* first use: unpack */
-        if (DT == MS_DTYPE_Q8_0) amx_prep_q8_0(wb, w0, idx, k, it.b);
-        if (DT == MS_DTYPE_Q4_K) amx_prep_q4_k(wb, w0, idx, k, it.b / 8);
-        if (DT == MS_DTYPE_Q6_K) amx_prep_q6_k(wb, w0, idx, k, it.b / 8);
+        const int64_t u = DT == MS_DTYPE_Q8_0 ? it.b : it.b / 8;
+        const amx_src S = {.w = T->w0 + (size_t)u * (DT == MS_DTYPE_Q8_0 ? 34 : DT == MS_DTYPE_Q4_K ? 144 : 210),
+                           .pk = T->pk ? T->pk + (size_t)u * 64 * (size_t)pack_words(DT) : NULL,
+                           .idx = T->idx,
+                           .k = T->k};
+        if (DT == MS_DTYPE_Q8_0) amx_prep_q8_0(wb, &S);
+        if (DT == MS_DTYPE_Q4_K) amx_prep_q4_k(wb, &S);
+        if (DT == MS_DTYPE_Q6_K) amx_prep_q6_k(wb, &S);
     }
     const int64_t xs = ms_q8_groups(x->k) * GROUP_Q; /* bytes between x rows */
     const int8_t *xa = x->qp + (size_t)((r0 + it.t0) * xs) + (size_t)it.b * QK + 16 * (size_t)it.h;
@@ -1046,14 +1100,20 @@ QD_AMX_INLINE void amx_range(void *arg, int64_t t0, int64_t t1, ms_dtype DT) {
     amx_scratch *X = &amx_s;
     const int64_t nb = x->k / QK, n = x->n;
     amx_config(DT, n < AMX_ROWS ? (int)n : AMX_ROWS); /* fewer x rows: shorter A and C tiles */
+    const size_t tile_bytes = pack_tile_bytes(W);
     for (int64_t t = t0; t < t1; t++) {
         const int64_t j0 = t * AMX_ROWS, mt = W->m - j0 < AMX_ROWS ? W->m - j0 : AMX_ROWS;
-        const __mmask16 k = (__mmask16)((1u << mt) - 1u);
-        const uint8_t *w0 = (const uint8_t *)W->data + (size_t)j0 * W->row_bytes;
-        /* prefetch distance: the next tile, when this thread has one (never past the tensor) */
-        const size_t pf = t + 1 < t1 && (t + 2) * AMX_ROWS <= W->m ? W->row_bytes : 0;
-        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32((int32_t)W->row_bytes));
+        amx_tile T = {.w0 = (const uint8_t *)W->data + (size_t)j0 * W->row_bytes, .k = (__mmask16)((1u << mt) - 1u)};
+        T.idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                   _mm512_set1_epi32((int32_t)W->row_bytes));
+        const bool next = t + 1 < t1 && (t + 2) * AMX_ROWS <= W->m; /* this thread's, never past the tensor */
+        if (W->tiles) {
+            T.pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
+            T.pf = T.pk + tile_bytes, T.pf_span = next ? tile_bytes : 0;
+        } else {
+            T.pf = T.w0 + AMX_ROWS * W->row_bytes, T.pf_span = next ? AMX_ROWS * W->row_bytes : 0;
+        }
+        T.pf_step = ((T.pf_span + (size_t)nb - 1) / (size_t)nb + 63) & ~(size_t)63;
         for (int64_t r0 = 0; r0 < n; r0 += AMX_MAXN) {
             const int64_t nr = n - r0 < AMX_MAXN ? n - r0 : AMX_MAXN, nxt = (nr + AMX_ROWS - 1) / AMX_ROWS;
             const int64_t ni = nb * nxt * (DT == MS_DTYPE_Q6_K ? 2 : 1);
@@ -1061,21 +1121,21 @@ QD_AMX_INLINE void amx_range(void *arg, int64_t t0, int64_t t1, ms_dtype DT) {
 #ifdef QD_NOPIPE
             for (int64_t i = 0; i < ni; i++) {
                 const amx_item cur = amx_item_at(i, nxt, DT);
-                amx_issue(X, x, w0, idx, k, r0, cur, pf, DT);
+                amx_issue(X, x, &T, r0, cur, DT);
                 amx_finish(X, x, r0, nr, cur, DT);
             }
 #else
             amx_item cur = amx_item_at(0, nxt, DT);
-            amx_issue(X, x, w0, idx, k, r0, cur, pf, DT);
+            amx_issue(X, x, &T, r0, cur, DT);
             for (int64_t i = 0; i < ni; i++) {
                 const amx_item nx = amx_item_at(i + 1, nxt, DT);
-                if (i + 1 < ni) amx_issue(X, x, w0, idx, k, r0, nx, pf, DT);
+                if (i + 1 < ni) amx_issue(X, x, &T, r0, nx, DT);
                 amx_finish(X, x, r0, nr, cur, DT);
                 cur = nx;
             }
 #endif
             /* lanes_reduce per j, then + bias: the twin's order */
-            const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
+            const __m512 bias = J->b ? _mm512_maskz_loadu_ps(T.k, J->b + j0) : _mm512_setzero_ps();
             for (int64_t i = 0; i < nr; i++) {
                 const float(*a)[16] = X->acc[i];
                 __m512 s8[8], s4[4];
@@ -1083,7 +1143,7 @@ QD_AMX_INLINE void amx_range(void *arg, int64_t t0, int64_t t1, ms_dtype DT) {
                 for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
                 __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
                 if (J->b) v = _mm512_add_ps(v, bias);
-                _mm512_mask_storeu_ps(J->y + (r0 + i) * J->ldy + j0, k, v);
+                _mm512_mask_storeu_ps(J->y + (r0 + i) * J->ldy + j0, T.k, v);
             }
         }
     }
@@ -1154,6 +1214,62 @@ static ms_pool_fn amx_fn(ms_dtype dt) {
 #endif
     (void)dt;
     return NULL;
+}
+
+/* Tiles [t0, t1) of ms_qdot_pack's copy. */
+typedef struct {
+    const ms_qweight *w;
+    uint8_t *out;
+} pack_job;
+
+static void pack_range(void *arg, int64_t t0, int64_t t1) {
+    const pack_job *P = arg;
+    const ms_qweight *w = P->w;
+    const int words = pack_words(w->dtype);
+    const int64_t units = w->k / pack_unit_k(w->dtype);
+    const size_t unit_bytes = w->row_bytes / (size_t)units;
+    for (int64_t t = t0; t < t1; t++) {
+        uint8_t *o = P->out + (size_t)t * pack_tile_bytes(w);
+        for (int64_t u = 0; u < units; u++)
+            for (int s = 0; s < words; s++, o += 64)
+                for (int j = 0; j < 16; j++) {
+                    const int64_t r = 16 * t + j;
+                    if (r < w->m)
+                        memcpy(o + 4 * j,
+                               (const uint8_t *)w->data + (size_t)r * w->row_bytes + (size_t)u * unit_bytes +
+                                   pack_off(w->dtype, s),
+                               4);
+                    else memset(o + 4 * j, 0, 4);
+                }
+    }
+}
+
+size_t ms_qdot_pack_bytes(const ms_qweight *w) {
+    MS_ASSERT(w);
+    if (!amx_fn(w->dtype) || w->m == 0) return 0;
+    return (size_t)((w->m + 15) / 16) * pack_tile_bytes(w);
+}
+
+ms_status ms_qdot_pack(ms_qweight *w) {
+    MS_ASSERT(w && !w->tiles);
+    const size_t bytes = ms_qdot_pack_bytes(w);
+    if (bytes == 0) return MS_OK;
+    uint8_t *p = aligned_alloc(64, bytes);
+    if (!p) {
+        MS_LOG_ERROR("out of memory packing a %lld x %lld %s weight for AMX (%zu bytes)", (long long)w->m,
+                     (long long)w->k, ms_dtype_name(w->dtype), bytes);
+        return MS_ERR_NOMEM;
+    }
+    pack_job P = {.w = w, .out = p};
+    ms_pool_run(pack_range, &P, (w->m + 15) / 16, 16);
+    w->tiles = p;
+    return MS_OK;
+}
+
+void ms_qdot_pack_free(ms_qweight *w) {
+    if (!w) return;
+    free((void *)w->tiles);
+    w->tiles = NULL;
 }
 
 const char *ms_qdot_path(ms_dtype dtype) {
