@@ -421,10 +421,9 @@ static inline size_t pack_off(ms_dtype dt, int slot) {
     if (dt == MS_DTYPE_Q6_K && slot == 52) return 206;
     return 4 * (size_t)slot;
 }
-static inline int64_t pack_unit_k(ms_dtype dt) { return dt == MS_DTYPE_Q8_0 ? QK : QK_K; }
-/* Bytes of one tile of 16 rows in the packed layout. */
+/* Bytes of one tile of 16 rows in the packed layout (a unit: the dtype's block). */
 static inline size_t pack_tile_bytes(const ms_qweight *w) {
-    return (size_t)(w->k / pack_unit_k(w->dtype)) * (size_t)pack_words(w->dtype) * 64;
+    return (size_t)(w->k / ms_dtype_block(w->dtype)) * (size_t)pack_words(w->dtype) * 64;
 }
 
 /* ---- AVX-512 VNNI ------------------------------------------------------------ */
@@ -1014,6 +1013,7 @@ QD_AMX_INLINE amx_wbuf *amx_wb(amx_scratch *X, int64_t b, int *slot, ms_dtype DT
  * 0: none), pf_step a block. */
 typedef struct {
     const uint8_t *w0, *pk, *pf;
+    size_t unit_bytes;       /* of a unit (the dtype's block) in a row */
     size_t pf_span, pf_step; /* pf_step: the bytes of it prefetched a block, whole lines */
     __m512i idx;
     __mmask16 k;
@@ -1033,7 +1033,7 @@ QD_AMX_INLINE void amx_issue(amx_scratch *X, const ms_q8_act *x, const amx_tile 
     }
     if (it.t0 == 0 && it.h == 0 && (DT == MS_DTYPE_Q8_0 || c == 0)) { /* first use: unpack */
         const int64_t u = DT == MS_DTYPE_Q8_0 ? it.b : it.b / 8;
-        const amx_src S = {.w = T->w0 + (size_t)u * (DT == MS_DTYPE_Q8_0 ? 34 : DT == MS_DTYPE_Q4_K ? 144 : 210),
+        const amx_src S = {.w = T->w0 + (size_t)u * T->unit_bytes,
                            .pk = T->pk ? T->pk + (size_t)u * 64 * (size_t)pack_words(DT) : NULL,
                            .idx = T->idx,
                            .k = T->k};
@@ -1100,10 +1100,12 @@ QD_AMX_INLINE void amx_range(void *arg, int64_t t0, int64_t t1, ms_dtype DT) {
     amx_scratch *X = &amx_s;
     const int64_t nb = x->k / QK, n = x->n;
     amx_config(DT, n < AMX_ROWS ? (int)n : AMX_ROWS); /* fewer x rows: shorter A and C tiles */
-    const size_t tile_bytes = pack_tile_bytes(W);
+    const size_t tile_bytes = pack_tile_bytes(W), unit_bytes = ms_dtype_block_bytes(DT);
     for (int64_t t = t0; t < t1; t++) {
         const int64_t j0 = t * AMX_ROWS, mt = W->m - j0 < AMX_ROWS ? W->m - j0 : AMX_ROWS;
-        amx_tile T = {.w0 = (const uint8_t *)W->data + (size_t)j0 * W->row_bytes, .k = (__mmask16)((1u << mt) - 1u)};
+        amx_tile T = {.w0 = (const uint8_t *)W->data + (size_t)j0 * W->row_bytes,
+                      .unit_bytes = unit_bytes,
+                      .k = (__mmask16)((1u << mt) - 1u)};
         T.idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                    _mm512_set1_epi32((int32_t)W->row_bytes));
         const bool next = t + 1 < t1 && (t + 2) * AMX_ROWS <= W->m; /* this thread's, never past the tensor */
@@ -1226,8 +1228,8 @@ static void pack_range(void *arg, int64_t t0, int64_t t1) {
     const pack_job *P = arg;
     const ms_qweight *w = P->w;
     const int words = pack_words(w->dtype);
-    const int64_t units = w->k / pack_unit_k(w->dtype);
-    const size_t unit_bytes = w->row_bytes / (size_t)units;
+    const int64_t units = w->k / ms_dtype_block(w->dtype);
+    const size_t unit_bytes = ms_dtype_block_bytes(w->dtype);
     for (int64_t t = t0; t < t1; t++) {
         uint8_t *o = P->out + (size_t)t * pack_tile_bytes(w);
         for (int64_t u = 0; u < units; u++)
