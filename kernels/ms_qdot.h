@@ -30,18 +30,36 @@
  * with sumi_b = Σ_e wq_e · q_e exact in int32 (wq the weight integers) and
  *     Q8_0, Q4_0, Q5_0:   term = (dw·dx)·sumi            (wq = q, q−8, q−16)
  *     Q4_1, Q5_1:         term = (dw·dx)·sumi + (mw·dx)·s  (wq = unsigned q)
- *     Q4_K, Q5_K:         term = (dsc·dx)·sumi − (dmn·dx)·s, dsc = d·sc, dmn = dmin·mn
+ *     Q5_K:               term = (dsc·dx)·sumi − (dmn·dx)·s, dsc = d·sc, dmn = dmin·mn
  *     Q6_K:               term = (d·dx)·sumi, sumi = sc₀·Σ(e<16) + sc₁·Σ(e≥16), wq = q−32
  *     F32, F16, BF16:     term = dx·Σ_e w_e·q_e  (f32, e in order)
  * every product and sum rounded to f32 on its own (no fused multiply-add).
  * All int sums are below 2^24, so converting them to f32 is exact.
  *
+ * Q4_K reads the activations scaled per super-block instead (as ggml's
+ * Q8_K, with power-of-two steps per 32-block): where k is a multiple of
+ * 256, each x row is also quantized per super-block S — unit uk_S =
+ * (max|x|/127)/32; 32-block b gets the step uk_S·2^e_b, e_b = 5 − j_b, j_b
+ * the largest j ≤ 5 with max_b|x|·2^j ≤ max|x| (beside an outlier a block
+ * of small values keeps up to 32x finer steps), qk = round(x/step) (|qk| ≤
+ * 127) and sk_b = (Σ_{e∈b} qk) << e_b. With q the unsigned nibbles and sc,
+ * mn the 6-bit sub-block scales and mins of the weight's super-block S:
+ *     I_S = Σ_{s<8} (sc_s · Σ_{e∈8S+s} q_e·qk_e) << e_s  (int32, exact, < 2^30)
+ *     M_S = Σ_{s<8} mn_s · sk_{8S+s}                    (int32, exact, < 2^27)
+ *     t_S = (d·uk_S)·(float)I_S − (dmin·uk_S)·(float)M_S
+ *     acc[S mod 2] += t_S,    y[r, j] = acc[0] + acc[1] (+ bias[j])
+ * ((float) rounds to nearest even). The sub-block scales multiply exact
+ * integers, so a super-block costs one f32 term instead of eight: this is
+ * what makes a product of several x rows cheap on VNNI (below).
+ *
  * Batch and thread invariance: y[r, j] is a function of x row r and weight
  * row j only, in one fixed order, so a row's result is bitwise the same
  * alone or among n rows and for any pool thread count; the SIMD path tiles
  * up to 8 x rows per unpacked weight block without changing any row's
- * arithmetic. Where the CPU has AMX-INT8 (and the kernel grants the tile
- * data), Q4_K, Q6_K and Q8_0 products of n ≥ 8 rows take their block sums
+ * arithmetic; Q4_K's path puts 16 weight rows in the lanes of a vector
+ * over the tile layout (ms_qdot_pack) for any n, its per-super-block terms
+ * in the twin's order. Where the CPU has AMX-INT8 (and the kernel grants the tile
+ * data), Q6_K and Q8_0 products of n ≥ 8 rows take their block sums
  * from AMX tiles (16 x rows × 16 weight rows a tile product, each weight
  * block unpacked once for all n rows); the sums are the same integers and the f32
  * steps the same operations in the same order, so every path gives the
@@ -70,6 +88,12 @@ typedef struct {
     float *d;           /* [n][16·groups(k)] block scales */
     int32_t *s;         /* [n][16·groups(k)] block sums Σq */
     float *sf;          /* [n][16·groups(k)] the same sums as f32 (exact: |Σq| ≤ 32·127) */
+    /* The per-super-block form (Q4_K), made when k is a multiple of 256: */
+    bool has_k;         /* the last ms_q8_quantize filled qk, dk, sk */
+    int8_t *qk;         /* [n][512·groups(k)] qk in element order (row stride 512·groups) */
+    float *uk;          /* [n][2·groups(k)] super-block units */
+    int32_t *ek;        /* [n][16·groups(k)] 32-block step exponents e_b (0..5) */
+    int32_t *sk;        /* [n][16·groups(k)] 32-block sums of qk, << e_b */
 } ms_q8_act;
 
 /* Groups of 16 blocks a row of k elements takes (k a multiple of 32). */
@@ -114,17 +138,20 @@ void ms_qdot_linear_rows_ref(float *y, const ms_q8_act *x, const ms_qweight *w, 
  * 32-bit word of the unit's ggml layout that the path reads, 64 bytes —
  * that word of the 16 rows, row j in bytes 4j..4j+3. The values read are
  * the same, so the results are the same bits with or without it (the
- * tests check both). It is made only where the AMX path runs (the CPU has
- * AMX-INT8, MS_NO_AMX unset; Q4_K, Q6_K, Q8_0): elsewhere w->tiles stays
- * NULL. The copy is as large as the weight (Q8_0 6 %, Q6_K 1 % larger);
- * single-row products keep reading w->data. Free with ms_qdot_pack_free. */
+ * tests check both). It is made where the AMX path runs (the CPU has
+ * AMX-INT8, MS_NO_AMX unset; Q6_K, Q8_0) and, for Q4_K, wherever the CPU
+ * has AVX-512 VNNI: Q4_K's VNNI path reads only the tile layout (every n,
+ * one row included; an unpacked Q4_K weight takes the scalar twin).
+ * Elsewhere w->tiles stays NULL. The copy is as large as the weight (Q8_0
+ * 6 %, Q6_K 1 % larger); single-row Q6_K / Q8_0 products keep reading
+ * w->data. Free with ms_qdot_pack_free. */
 ms_status ms_qdot_pack(ms_qweight *w);
 void ms_qdot_pack_free(ms_qweight *w);
 /* Bytes ms_qdot_pack would allocate for w (0 where it makes none). */
 size_t ms_qdot_pack_bytes(const ms_qweight *w);
 
 /* The path ms_qdot_linear takes for dtype on this CPU: "avx512vnni+amx"
- * (Q4_K, Q6_K, Q8_0 with AMX as above), "avx512vnni" (Q4_K, Q6_K, Q5_0,
+ * (Q6_K, Q8_0 with AMX as above), "avx512vnni" (Q4_K, Q6_K, Q5_0,
  * Q8_0 where the CPU has AVX-512 F/BW/VL/VNNI) or "scalar" (the twin,
  * threaded), for tests and reports. */
 const char *ms_qdot_path(ms_dtype dtype);

@@ -375,16 +375,16 @@ static ms_qweight *gguf_product_mat(ms_model *m, int64_t i) {
     return w[(i - 1) % 7];
 }
 
-/* Each of them in the AMX tile layout where this CPU takes that path
- * (ms_qdot_pack: a copy as large as the matrix, read in place of its rows
- * gathered 16 at a time; nothing elsewhere). The input embedding is only
+/* Each of them in the tile layout where this CPU reads it (ms_qdot_pack:
+ * a copy as large as the matrix; Q4_K wherever AVX-512 VNNI runs, Q6_K and
+ * Q8_0 where AMX does; nothing elsewhere). The input embedding is only
  * looked up, never packed (a tied head's copy of it is). */
 static ms_status pack_gguf(ms_model *m, const char *path) {
     const int64_t n = 1 + 7 * m->n_layers;
     size_t bytes = 0;
     for (int64_t i = 0; i < n; i++) bytes += ms_qdot_pack_bytes(gguf_product_mat(m, i));
     if (bytes == 0) return MS_OK;
-    MS_LOG_INFO("%s: packing %.0f MiB of weights into the AMX tile layout (multi-row products)", path,
+    MS_LOG_INFO("%s: packing %.0f MiB of weights into the tile layout (16 rows a vector)", path,
                 (double)bytes / 1048576.0);
     for (int64_t i = 0; i < n; i++) MS_TRY(ms_qdot_pack(gguf_product_mat(m, i)));
     return MS_OK;

@@ -2,9 +2,11 @@
  *
  *  1. ms_q8_quantize against the header's definition, recomputed here: d =
  *     max|x|/127 bitwise, |q − x/d| ≤ 1/2, |q| ≤ 127, s = Σq, the transposed
- *     layout, zero padding, NaN scale for a non-finite block;
+ *     layout, zero padding, NaN scale for a non-finite block; the same for
+ *     the per-super-block form that Q4_K reads;
  *  2. the scalar twin (ms_qdot_linear_ref) against a naive double dot of the
- *     ms_q_dequant_ref weights with the dequantized activations (d·q), every
+ *     ms_q_dequant_ref weights with the dequantized activations (d·q; for
+ *     Q4_K the per-super-block dk·qk), every
  *     type, odd m, n, several k (partial groups), within 1e-4 of Σ|W||x̂|;
  *  3. the fast path (ms_qdot_linear, SIMD where the CPU has it) == the twin
  *     bitwise, every type, n across the row tiles, with bias, with guard
@@ -122,6 +124,19 @@ static int8_t act_q(const ms_q8_act *a, int64_t r, int64_t e) {
 }
 static float act_d(const ms_q8_act *a, int64_t r, int64_t b) { return a->d[r * ms_q8_groups(a->k) * 16 + b]; }
 static int32_t act_s(const ms_q8_act *a, int64_t r, int64_t b) { return a->s[r * ms_q8_groups(a->k) * 16 + b]; }
+/* The per-super-block form (Q4_K reads it): q, the scale of element e. */
+static int8_t actk_q(const ms_q8_act *a, int64_t r, int64_t e) { return a->qk[r * ms_q8_groups(a->k) * 512 + e]; }
+static float actk_d(const ms_q8_act *a, int64_t r, int64_t e) { /* the step of e's 32-block */
+    const int64_t g = ms_q8_groups(a->k);
+    return ldexpf(a->uk[r * g * 2 + e / 256], a->ek[r * g * 16 + e / 32]);
+}
+/* What type t's products read of element e of row r: its scale and q. */
+static float xd_of(ms_dtype t, const ms_q8_act *a, int64_t r, int64_t e) {
+    return t == MS_DTYPE_Q4_K ? actk_d(a, r, e) : act_d(a, r, e / 32);
+}
+static int xq_of(ms_dtype t, const ms_q8_act *a, int64_t r, int64_t e) {
+    return t == MS_DTYPE_Q4_K ? actk_q(a, r, e) : act_q(a, r, e);
+}
 
 /* k values per type: partial groups, one group, several groups. */
 static int ks_for(ms_dtype t, int64_t ks[5]) {
@@ -197,6 +212,69 @@ static void test_quantize(void) {
     free(x);
 }
 
+/* The per-super-block form (ms_qdot.h, Q4_K): made only where k is a whole
+ * number of super-blocks; the unit bitwise, each 32-block's exponent the
+ * finest allowed, |q − x/step| ≤ 1/2, the shifted sums, the padding
+ * super-block of the last group zero, NaN for a non-finite one; a block of
+ * small values beside an outlier gets the finest step (e = 0). */
+static void test_quantize_k(void) {
+    ms_rng r;
+    ms_rng_seed(&r, 12);
+    const int64_t n = 3, k = 768; /* 3 super-blocks: the second group holds one and a padding one */
+    float *x = make_x(&r, n, k);
+    x[2 * k + 300] = INFINITY; /* super-block 1 of row 2 */
+    x[k + 256 + 5] = 1000.0f;  /* an outlier in super-block 1 of row 1 */
+    ms_q8_act a;
+    CHECK(ms_q8_act_alloc(&a, n, k) == MS_OK, "alloc");
+    memset(a.qk, 0x5A, (size_t)a.cap_groups * 512);
+    for (int64_t i = 0; i < a.cap_groups * 16; i++) a.sk[i] = a.ek[i] = 7;
+    for (int64_t i = 0; i < a.cap_groups * 2; i++) a.uk[i] = 7.0f;
+    ms_q8_quantize(&a, x, n, k);
+    CHECK(a.has_k, "k = 768 gets the per-super-block form");
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t S = 0; S < 4; S++) {
+            const float uk = a.uk[i * 4 + S];
+            if (S == 3) { /* padding */
+                bad += uk != 0.0f;
+                for (int e = 0; e < 256; e++) bad += a.qk[i * 1024 + 256 * S + e] != 0;
+                for (int b = 0; b < 8; b++) bad += a.sk[i * 32 + 8 * S + b] != 0 || a.ek[i * 32 + 8 * S + b] != 0;
+                continue;
+            }
+            if (i == 2 && S == 1) {
+                CHECK(isnan(uk), "non-finite super-block: unit %g", uk);
+                continue;
+            }
+            const float *xs = x + i * k + 256 * S;
+            float amax = 0.0f;
+            for (int e = 0; e < 256; e++) amax = fmaxf(amax, fabsf(xs[e]));
+            bad += f32_bits(uk) != f32_bits(amax / 127.0f / 32.0f);
+            for (int b = 0; b < 8; b++) {
+                float bmax = 0.0f;
+                for (int e = 32 * b; e < 32 * (b + 1); e++) bmax = fmaxf(bmax, fabsf(xs[e]));
+                const int ex = a.ek[i * 32 + 8 * S + b], j = 5 - ex;
+                bad += ex < 0 || ex > 5 || ldexpf(bmax, j) > amax || (j < 5 && ldexpf(bmax, j + 1) <= amax);
+                const double step = ldexp((double)uk, ex);
+                int32_t half[2] = {0, 0};
+                for (int e = 32 * b; e < 32 * (b + 1); e++) {
+                    const int q = a.qk[i * 1024 + 256 * S + e];
+                    const double want = step > 0 ? (double)xs[e] / step : 0.0;
+                    bad += q < -127 || q > 127 || fabs(q - want) > 0.5 + 1e-5;
+                    half[(e % 32) / 16] += q;
+                }
+                bad += a.sk[i * 32 + 8 * S + b] != (half[0] + half[1]) * (1 << ex);
+            }
+        }
+    CHECK(bad == 0, "%d per-super-block units / exponents / q / sums off the definition", bad);
+    CHECK(a.ek[1 * 32 + 8] == 5 && a.ek[1 * 32 + 9] == 0, "outlier block: e %d, its neighbour: e %d (want 5, 0)",
+          a.ek[1 * 32 + 8], a.ek[1 * 32 + 9]);
+    ms_q8_quantize(&a, x, n, 800);
+    CHECK(!a.has_k, "k = 800 (not whole super-blocks): no per-super-block form");
+    ms_q8_act_free(&a);
+    CHECK(a.qk == NULL && a.uk == NULL && a.sk == NULL && a.ek == NULL, "free clears");
+    free(x);
+}
+
 /* ---- 2 ---------------------------------------------------------------------- */
 
 static void test_twin_vs_naive(void) {
@@ -223,7 +301,7 @@ static void test_twin_vs_naive(void) {
                 for (int64_t i = 0; i < n; i++) {
                     double acc = 0, mag = 0;
                     for (int64_t e = 0; e < k; e++) {
-                        const double xh = (double)act_d(&a, i, e / 32) * act_q(&a, i, e);
+                        const double xh = (double)xd_of(t, &a, i, e) * xq_of(t, &a, i, e);
                         acc += (double)wf[e] * xh;
                         mag += fabs((double)wf[e] * xh);
                     }
@@ -415,7 +493,7 @@ static void test_accuracy(void) {
             for (int64_t i = 0; i < n; i++) {
                 double bound = 0, mag = 0;
                 for (int64_t e = 0; e < k; e++) {
-                    bound += 0.5 * act_d(&a, i, e / 32) * fabs(wf[e]);
+                    bound += 0.5 * xd_of(t, &a, i, e) * fabs(wf[e]);
                     mag += fabs(wf[e] * x[i * k + e]);
                 }
                 const double dy = (double)y8[i * m + j] - yf[i * m + j];
@@ -436,6 +514,7 @@ static void test_accuracy(void) {
 int main(void) {
     /* 1 thread, then 2: the pool is started once (see set_threads) */
     test_quantize();
+    test_quantize_k();
     test_twin_vs_naive();
     test_fast_vs_twin(1);
     test_invariance(1);

@@ -5,7 +5,7 @@
  *   - the scalar twin (ref_*): decodes each 32-element weight block from the
  *     ggml layout with index formulas (common/ms_tensor.c, ms_k_quant.c), one
  *     exact int32 block sum per (x row, block), then the f32 term;
- *   - AVX-512 VNNI (for Q4_K, Q6_K, Q5_0, Q8_0): a group of 16 weight blocks
+ *   - AVX-512 VNNI (for Q6_K, Q5_0, Q8_0): a group of 16 weight blocks
  *     is unpacked once to unsigned bytes, transposed so lane j holds block j
  *     (the activation layout), and applied to up to 8 x rows: per row, 8
  *     vpdpbusd give the 16 block sums exactly, then the same f32 term and
@@ -13,7 +13,10 @@
  *     the float steps must match, and they are the same IEEE operations in
  *     the same order (no fused multiply-add: GCC does not contract in ISO C
  *     mode, clang is told below).
- *   - AMX (Q4_K, Q6_K, Q8_0 at n ≥ AMX_MIN_ROWS): the block
+ *   - AVX-512 VNNI for Q4_K (its per-super-block definition) over the tile
+ *     layout: lane j = weight row j of a tile of 16, every x row (decode
+ *     included) — see "Q4_K on VNNI" below;
+ *   - AMX (Q6_K, Q8_0 at n ≥ AMX_MIN_ROWS): the block
  *     sums from tile products, 16 weight rows at a time, the same f32 steps
  *     vectorised over the 16 weight rows (see "AMX" below). One row (decode)
  *     stays on VNNI with a software prefetch (QD_PF): an AMX GEMV over 16
@@ -46,10 +49,11 @@
 #endif
 
 enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TILE = 8, GRAIN = 32 };
-/* From this many x rows on, Q4_K, Q6_K and Q8_0 take the AMX path where the
+/* From this many x rows on, Q6_K and Q8_0 take the AMX path where the
  * CPU has it (below: the VNNI path, faster there: an AMX tile product costs
  * the same for 1 row as for 16, and each block's C tile goes through memory;
  * the results are the same either way). Measured on the 1.5B at 2 threads
+ * when Q4_K took it too
  * (forward cost in decode steps, VNNI / AMX): 4 rows 1.12 / 1.28, 8 rows
  * 1.57 / 1.57, 16 rows 3.0 / 2.45 (results/gguf/ops-2026-11-24b.md). */
 enum { AMX_MIN_ROWS = 8 };
@@ -90,7 +94,11 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     if (a->qp) memset(a->qp, 0, pb);
     a->d = aligned_alloc(64, fb);
     a->s = aligned_alloc(64, fb);
-    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sf) {
+    a->qk = aligned_alloc(64, qb);
+    a->uk = aligned_alloc(64, fb); /* 2 a group where d has 16 */
+    a->ek = aligned_alloc(64, fb);
+    a->sk = aligned_alloc(64, fb);
+    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sf || !a->qk || !a->uk || !a->ek || !a->sk) {
         MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
                      (long long)max_k);
         ms_q8_act_free(a);
@@ -108,6 +116,10 @@ void ms_q8_act_free(ms_q8_act *a) {
     free(a->sf);
     free(a->d);
     free(a->s);
+    free(a->qk);
+    free(a->uk);
+    free(a->ek);
+    free(a->sk);
     memset(a, 0, sizeof(*a));
 }
 
@@ -145,6 +157,80 @@ static void quantize_block(const float *xb, int8_t *qg, int8_t *qag, int j, int8
     *s = sum;
 }
 
+static int simd_level(void);
+
+/* j of a 32-block (ms_qdot.h): the largest j ≤ 5 with bmax·2^j ≤ amax
+ * (the products by powers of two are exact). */
+static inline int super_j(float bmax, float amax) {
+    int j = 0;
+    while (j < 5 && bmax * (float)(2 << j) <= amax) j++;
+    return j;
+}
+
+#if QD_X86
+/* AVX-512 twins of quantize_block and quantize_super: the same IEEE
+ * operations per element (a division, the rounding add, a clamp), so the
+ * same bytes (test_qdot checks both against the definition). */
+#define QD_QUANT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+QD_QUANT_AVX512 static inline __m512i quant_round16(__m512 x, float step) {
+    __m512 v = _mm512_div_ps(x, _mm512_set1_ps(step));
+    v = _mm512_sub_ps(_mm512_add_ps(v, _mm512_set1_ps(12582912.0f)), _mm512_set1_ps(12582912.0f));
+    const __m512i q = _mm512_cvttps_epi32(v);
+    return _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+}
+
+/* max|x| over 32 elements; *finite &= all of them finite. */
+QD_QUANT_AVX512 static inline float quant_amax32(const float *x, bool *finite) {
+    const __m512 a0 = _mm512_abs_ps(_mm512_loadu_ps(x)), a1 = _mm512_abs_ps(_mm512_loadu_ps(x + 16));
+    const __m512 inf = _mm512_set1_ps(INFINITY);
+    *finite = *finite && (_mm512_cmp_ps_mask(a0, inf, _CMP_LT_OQ) & _mm512_cmp_ps_mask(a1, inf, _CMP_LT_OQ)) == 0xFFFF;
+    return _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+}
+
+/* 32 elements at step (zero when !ok) to int8 at q; Σq of each half. */
+QD_QUANT_AVX512 static inline void quant_put32(const float *x, float step, bool ok, int8_t *q, int32_t half[2]) {
+    __m512i q0 = _mm512_setzero_si512(), q1 = _mm512_setzero_si512();
+    if (ok) q0 = quant_round16(_mm512_loadu_ps(x), step), q1 = quant_round16(_mm512_loadu_ps(x + 16), step);
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(q1));
+    half[0] = _mm512_reduce_add_epi32(q0);
+    half[1] = _mm512_reduce_add_epi32(q1);
+}
+
+QD_QUANT_AVX512 static void quantize_block_v(const float *xb, int8_t *qg, int8_t *qag, int j, int8_t *qp, float *d,
+                                             int32_t *s) {
+    bool finite = true;
+    const float amax = quant_amax32(xb, &finite);
+    const float dd = finite ? amax / 127.0f : NAN;
+    int32_t half[2];
+    quant_put32(xb, dd, finite && dd > 0.0f, qp, half);
+    *s = half[0] + half[1];
+    memcpy(qag + pair_offset(j), qp, QK);
+    for (int t = 0; t < 8; t++) memcpy(qg + 64 * t + 4 * j, qp + 4 * t, 4);
+    *d = dd;
+}
+
+QD_QUANT_AVX512 static void quantize_super_v(const float *xs, int8_t *qk, float *uk, int32_t *ek, int32_t *sk) {
+    float amax = 0.0f, bmax[QK_K / QK];
+    bool finite = true;
+    for (int b = 0; b < QK_K / QK; b++) {
+        bmax[b] = quant_amax32(xs + QK * b, &finite);
+        amax = bmax[b] > amax ? bmax[b] : amax;
+    }
+    const float dd = finite ? amax / 127.0f : NAN;
+    *uk = dd / 32.0f;
+    for (int b = 0; b < QK_K / QK; b++) {
+        const int j = super_j(bmax[b], amax);
+        const float step = dd * (1.0f / (float)(1 << j));
+        int32_t half[2];
+        quant_put32(xs + QK * b, step, finite && step > 0.0f, qk + QK * b, half);
+        ek[b] = finite ? 5 - j : 0;
+        sk[b] = (half[0] + half[1]) * (1 << ek[b]);
+    }
+}
+#endif
+
 typedef struct {
     ms_q8_act *a;
     const float *x;
@@ -165,7 +251,12 @@ static void quant_range(void *arg, int64_t i0, int64_t i1) {
         for (int64_t b = G * GROUP; b < (G + 1) * GROUP; b++) {
             const int j = (int)(b % GROUP);
             if (b < nb) {
-                quantize_block(J->x + r * k + b * QK, qg, qag, j, pr + b * QK, &dr[b], &sr[b]);
+#if QD_X86
+                if (simd_level() >= 1)
+                    quantize_block_v(J->x + r * k + b * QK, qg, qag, j, pr + b * QK, &dr[b], &sr[b]);
+                else
+#endif
+                    quantize_block(J->x + r * k + b * QK, qg, qag, j, pr + b * QK, &dr[b], &sr[b]);
                 fr[b] = (float)sr[b];
             } else { /* padding: contributes +0 to its lane */
                 for (int t = 0; t < 8; t++) memset(qg + 64 * t + 4 * j, 0, 4);
@@ -174,6 +265,69 @@ static void quant_range(void *arg, int64_t i0, int64_t i1) {
                 dr[b] = 0.0f;
                 sr[b] = 0;
                 fr[b] = 0.0f;
+            }
+        }
+    }
+}
+
+/* Super-block S (256 elements at xs) of a row into the per-super-block
+ * form (ms_qdot.h): the unit uk = (max|x|/127)/32; sub-block b's step
+ * uk·2^e_b, e_b = 5 − j_b with j_b the largest j ≤ 5 such that
+ * max_b|x|·2^j ≤ max|x| (a sub-block of small values beside an outlier keeps
+ * up to 32x finer steps); qk = nearest-even(x/step) clamped to ±127; the
+ * sums Σqk << e_b. NaN unit and zero q for a non-finite super-block. */
+static void quantize_super(const float *xs, int8_t *qk, float *uk, int32_t *ek, int32_t *sk) {
+    float amax = 0.0f, bmax[QK_K / QK] = {0};
+    bool finite = true;
+    for (int e = 0; e < QK_K; e++) {
+        const float v = fabsf(xs[e]);
+        finite = finite && isfinite(v);
+        bmax[e / QK] = v > bmax[e / QK] ? v : bmax[e / QK];
+    }
+    for (int b = 0; b < QK_K / QK; b++) amax = bmax[b] > amax ? bmax[b] : amax;
+    const float dd = finite ? amax / 127.0f : NAN;
+    *uk = dd / 32.0f;
+    for (int b = 0; b < QK_K / QK; b++) {
+        const int j = super_j(bmax[b], amax);
+        const float step = dd * (1.0f / (float)(1 << j)); /* = uk·2^(5 − j), exact */
+        int32_t half[2] = {0, 0};
+        for (int e = QK * b; e < QK * (b + 1); e++) {
+            int q = 0;
+            if (finite && step > 0.0f) {
+                float v = xs[e] / step;
+                v = (v + 12582912.0f) - 12582912.0f;
+                q = (int)v;
+                q = q > 127 ? 127 : q < -127 ? -127 : q;
+            }
+            qk[e] = (int8_t)q;
+            half[(e % QK) / 16] += q;
+        }
+        ek[b] = finite ? 5 - j : 0;
+        sk[b] = (half[0] + half[1]) * (1 << ek[b]);
+    }
+}
+
+/* Rows [r0, r1) into the per-super-block form. */
+static void quant_k_range(void *arg, int64_t r0, int64_t r1) {
+    const quant_job *J = arg;
+    ms_q8_act *a = J->a;
+    const int64_t g = J->g, k = J->k, ns = k / QK_K;
+    for (int64_t r = r0; r < r1; r++) {
+        int8_t *qr = a->qk + (size_t)(r * g) * GROUP_Q;
+        float *ur = a->uk + r * g * 2;
+        int32_t *er = a->ek + r * g * GROUP, *sr = a->sk + r * g * GROUP;
+        for (int64_t S = 0; S < 2 * g; S++) {
+            if (S < ns) {
+#if QD_X86
+                if (simd_level() >= 1)
+                    quantize_super_v(J->x + r * k + S * QK_K, qr + S * QK_K, &ur[S], &er[8 * S], &sr[8 * S]);
+                else
+#endif
+                    quantize_super(J->x + r * k + S * QK_K, qr + S * QK_K, &ur[S], &er[8 * S], &sr[8 * S]);
+            } else { /* padding of the last group */
+                memset(qr + S * QK_K, 0, QK_K);
+                ur[S] = 0.0f;
+                for (int b = 0; b < 8; b++) er[8 * S + b] = sr[8 * S + b] = 0;
             }
         }
     }
@@ -189,6 +343,8 @@ void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k) {
      * depend on the split) */
     quant_job J = {.a = a, .x = x, .g = g, .nb = nb, .k = k};
     ms_pool_run(quant_range, &J, n * g, 8);
+    a->has_k = k % QK_K == 0;
+    if (a->has_k) ms_pool_run(quant_k_range, &J, n, 1);
 }
 
 /* ---- the scalar twin: the specification ----------------------------------- */
@@ -368,12 +524,52 @@ static inline const uint8_t *job_wrow(const qd_job *J, int64_t j, int64_t *r_out
     return (const uint8_t *)J->w->data + (size_t)r * J->w->row_bytes;
 }
 
+/* Q4_K, scalar: columns [j0, j1) by the per-super-block definition
+ * (ms_qdot.h). */
+static void ref_q4k_range(void *arg, int64_t j0, int64_t j1) {
+    const qd_job *J = arg;
+    const ms_q8_act *x = J->x;
+    MS_ASSERT(x->has_k);
+    const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
+    for (int64_t j = j0; j < j1; j++) {
+        int64_t r;
+        const uint8_t *wr = job_wrow(J, j, &r);
+        for (int64_t i = 0; i < x->n; i++) {
+            const int8_t *xq = x->qk + (size_t)(i * g) * GROUP_Q;
+            float acc[2] = {0.0f, 0.0f};
+            for (int64_t S = 0; S < ns; S++) {
+                const uint8_t *p = wr + (size_t)S * 144, *qs = p + 16;
+                int32_t I = 0, M = 0;
+                for (int sb = 0; sb < 8; sb++) {
+                    int sc, mn;
+                    kq_scale_min(p + 4, sb, &sc, &mn);
+                    int32_t sumi = 0;
+                    for (int l = 0; l < QK; l++)
+                        sumi += ((qs[32 * (sb / 2) + l] >> (4 * (sb % 2))) & 0x0F) * xq[QK_K * S + QK * sb + l];
+                    I += sc * sumi * (1 << x->ek[i * g * GROUP + 8 * S + sb]);
+                    M += mn * x->sk[i * g * GROUP + 8 * S + sb];
+                }
+                const float dy = x->uk[i * g * 2 + S];
+                const float t = (ld_f16(p) * dy) * (float)I - (ld_f16(p + 2) * dy) * (float)M;
+                acc[S % 2] += t;
+            }
+            float v = acc[0] + acc[1];
+            if (J->b) v += J->b[r];
+            J->y[i * J->ldy + j] = v;
+        }
+    }
+}
+
 /* Scalar: columns [j0, j1), x rows in tiles of TILE so a decoded weight
  * block serves TILE rows. */
 static void ref_range(void *arg, int64_t j0, int64_t j1) {
     const qd_job *J = arg;
     const ms_q8_act *x = J->x;
     const ms_dtype dt = J->w->dtype;
+    if (dt == MS_DTYPE_Q4_K) {
+        ref_q4k_range(arg, j0, j1);
+        return;
+    }
     const term_kind kind = kind_of(dt);
     const int64_t g = ms_q8_groups(x->k), nb = x->k / QK, n = x->n;
     for (int64_t j = j0; j < j1; j++) {
@@ -603,44 +799,6 @@ QD_INLINE void kq_d(uint16_t d0, uint16_t d1, uint16_t m0, uint16_t m1, __m512 *
     *mv = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), f);
 }
 
-/* Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]}: block j = super-block j/8,
- * sub-block s = j%8, whose nibble s%2 sits in qs[32·(s/2) + l]. Loading
- * [qs 0-31 | qs 64-95] gives sub-blocks [0 | 4] (low nibbles) and [1 | 5]
- * (high), [qs 32-63 | 96-127] gives [2 | 6] and [3 | 7]: A[i] as needed. */
-QD_INLINE void unpack_q4_k(const uint8_t *base, int nv, wgroup *W) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512i A[8];
-    uint64_t sc[2] = {0, 0}, mn[2] = {0, 0};
-    uint16_t d[2] = {0, 0}, dm[2] = {0, 0};
-    for (int S = 0; S < 2; S++) {
-        const bool ok = 8 * S < nv;
-        const uint8_t *p = base + (size_t)S * 144, *qs = p + 16;
-        const __m512i P = ld_2x256(qs, qs + 64, ok), Q = ld_2x256(qs + 32, qs + 96, ok);
-        A[4 * S + 0] = _mm512_and_si512(P, m4);
-        A[4 * S + 1] = _mm512_and_si512(_mm512_srli_epi16(P, 4), m4);
-        A[4 * S + 2] = _mm512_and_si512(Q, m4);
-        A[4 * S + 3] = _mm512_and_si512(_mm512_srli_epi16(Q, 4), m4);
-        if (!ok) continue;
-        /* The 6-bit scales and mins of the 8 sub-blocks as bytes (ggml's
-         * utmp arrangement of kq_scale_min). */
-        uint32_t u0 = ld_u32(p + 4), u1 = ld_u32(p + 8), u2 = ld_u32(p + 12);
-        const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
-        const uint32_t s47 = (u2 & k2) | (((u0 >> 6) & k3) << 4);
-        const uint32_t m47 = ((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4);
-        sc[S] = (uint64_t)(u0 & k1) | ((uint64_t)s47 << 32);
-        mn[S] = (uint64_t)(u1 & k1) | ((uint64_t)m47 << 32);
-        d[S] = ld_u16(p);
-        dm[S] = ld_u16(p + 2);
-    }
-    transpose_16x8(A, W->t);
-    __m512 dv, mv;
-    kq_d(d[0], d[1], dm[0], dm[1], &dv, &mv);
-    const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)sc[1], (long long)sc[0])));
-    const __m512 mnf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)mn[1], (long long)mn[0])));
-    W->a = _mm512_mul_ps(dv, scf);
-    W->m = _mm512_mul_ps(mv, mnf);
-}
-
 /* Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: block j = super-block
  * j/8, half h = (j%8)/4, c = j%4: low nibble c/2 of ql[64h + 32·(c%2) + l],
  * top bits 2c of qh[32h + l]. [ql 0-31 | 64-95] holds c = 0 (low) and 2
@@ -681,9 +839,8 @@ QD_INLINE __m512 sums_terms(__m512 a, __m512 m, __m512i sumi, const float *xd, _
     if (DT == MS_DTYPE_Q5_0) sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(sx, 4));
     const __m512 dx = _mm512_loadu_ps(xd);
     const __m512 t = _mm512_mul_ps(_mm512_mul_ps(a, dx), _mm512_cvtepi32_ps(sumi));
-    if (DT != MS_DTYPE_Q4_K) return t;
-    const __m512 u = _mm512_mul_ps(_mm512_mul_ps(m, dx), _mm512_cvtepi32_ps(sx));
-    return _mm512_sub_ps(t, u);
+    (void)m;
+    return t;
 }
 
 /* The 16 terms of one x row's group (xg: its 512 q bytes, xd/xs: its 16
@@ -731,7 +888,6 @@ QD_INLINE size_t group_bytes(ms_dtype DT) {
     switch (DT) {
     case MS_DTYPE_Q8_0: return 16 * 34;
     case MS_DTYPE_Q5_0: return 16 * 22;
-    case MS_DTYPE_Q4_K: return 2 * 144;
     case MS_DTYPE_Q6_K: return 2 * 210;
     default: return (size_t)GROUP * ms_dtype_block_bytes(DT) / (size_t)(ms_dtype_block(DT) / QK);
     }
@@ -764,7 +920,6 @@ QD_INLINE void simd_tile(const qd_job *J, const uint8_t *wr, float bias, int64_t
         wgroup W;
         if (DT == MS_DTYPE_Q8_0) unpack_q8_0(base, nv, &W);
         if (DT == MS_DTYPE_Q5_0) unpack_q5_0(base, nv, &W);
-        if (DT == MS_DTYPE_Q4_K) unpack_q4_k(base, nv, &W);
         if (DT == MS_DTYPE_Q6_K) unpack_q6_k(base, nv, &W);
         for (int t = 0; t < NT; t++) {
             const int64_t xr = (i0 + t) * g + gi;
@@ -804,10 +959,120 @@ QD_INLINE void simd_tile(const qd_job *J, const uint8_t *wr, float bias, int64_t
 
 QD_SIMD_RANGE(simd_range_q8_0, MS_DTYPE_Q8_0)
 QD_SIMD_RANGE(simd_range_q5_0, MS_DTYPE_Q5_0)
-QD_SIMD_RANGE(simd_range_q4_k, MS_DTYPE_Q4_K)
 QD_SIMD_RANGE(simd_range_q6_k, MS_DTYPE_Q6_K)
 
-/* ---- AMX (n ≥ AMX_MIN rows; Q4_K, Q6_K, Q8_0) ---------------------------------
+/* ---- Q4_K on VNNI, 16 weight rows a vector --------------------------------
+ *
+ * The per-super-block definition (ms_qdot.h) over the tile layout of
+ * ms_qdot_pack: lane j = weight row 16t + j. For sub-block s of super-block
+ * S, the 8 words of its nibbles (64 bytes each: word q of the 16 rows) are
+ * unpacked once and applied to NT ≤ 4 x rows; per x row, 8 vpdpbusd with
+ * x's quad q broadcast give the 16 rows' sub-block sums exactly, one
+ * vpmulld by sc_s adds them into I, one exact f32 multiply-add puts
+ * mn_s · sk into M; at the end of S, one f32 term per row. The twin's
+ * operations on the same integers in the same order: the same bits, for
+ * any NT and thread split. */
+
+enum { KQ4_NT = 4, KQ4_WORDS = 36 };
+/* Software prefetch distance in the tile stream (bytes; 0: off). */
+#ifndef KQ4_PF
+#define KQ4_PF 4608
+#endif
+#ifndef KQ4_PF_MIN
+#define KQ4_PF_MIN 2
+#endif
+
+/* Sub-block s's 6-bit scale (mn = 0) or min (mn = 1) of each lane's
+ * super-block, from its scale words u0, u1, u2 (kq_scale_min, lane-wise). */
+QD_INLINE __m512i kq4_scale(__m512i u0, __m512i u1, __m512i u2, int s, int mn) {
+    const __m512i k63 = _mm512_set1_epi32(63), k15 = _mm512_set1_epi32(15), k3 = _mm512_set1_epi32(3);
+    if (s < 4) return _mm512_and_si512(_mm512_srli_epi32(mn ? u1 : u0, 8 * s), k63);
+    const int t = 8 * (s - 4);
+    return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, t + 4 * mn), k15),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mn ? u1 : u0, t + 6), k3), 4));
+}
+
+/* NT x rows from i0 against the tile at pk (its rows j0.., mt of them). */
+QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
+    const size_t xs = (size_t)g * GROUP_Q;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[KQ4_NT][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    for (int64_t S = 0; S < ns; S++) {
+        const uint8_t *u = pk + (size_t)S * KQ4_WORDS * 64;
+        const __m512i dd = _mm512_load_si512((const void *)u);
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        const __m512i u0 = _mm512_load_si512((const void *)(u + 64)), u1 = _mm512_load_si512((const void *)(u + 128)),
+                      u2 = _mm512_load_si512((const void *)(u + 192));
+        __m512i I[KQ4_NT], M[KQ4_NT];
+        for (int t = 0; t < NT; t++) I[t] = M[t] = _mm512_setzero_si512();
+        for (int sb = 0; sb < 8; sb++) {
+            if (KQ4_PF > 0 && i0 == 0 && x->n >= KQ4_PF_MIN) /* the first pass streams the tile: fetch ahead (36 lines a super-block) */
+                for (int l = 0; l < 5; l++)
+                    _mm_prefetch((const char *)u + KQ4_PF + 64 * (5 * sb + l), _MM_HINT_T0);
+            /* qs[32p + l]: sub-block 2p in the low nibbles, 2p + 1 in the high */
+            const uint8_t *wq = u + 64 * (size_t)(4 + 8 * (sb / 2));
+            __m512i W[8];
+            for (int q = 0; q < 8; q++) {
+                const __m512i v = _mm512_load_si512((const void *)(wq + 64 * q));
+                W[q] = _mm512_and_si512(sb % 2 ? _mm512_srli_epi16(v, 4) : v, m4);
+            }
+            const __m512i sc = kq4_scale(u0, u1, u2, sb, 0), mn = kq4_scale(u0, u1, u2, sb, 1);
+            for (int t = 0; t < NT; t++) {
+                const int8_t *xq = x->qk + (size_t)(i0 + t) * xs + (size_t)(QK_K * S + QK * sb);
+                __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+                for (int q = 0; q < 8; q += 2) {
+                    a = _mm512_dpbusd_epi32(a, W[q], _mm512_set1_epi32((int)ld_u32((const uint8_t *)xq + 4 * q)));
+                    b = _mm512_dpbusd_epi32(b, W[q + 1],
+                                            _mm512_set1_epi32((int)ld_u32((const uint8_t *)xq + 4 * q + 4)));
+                }
+                const int64_t xb = (i0 + t) * g * GROUP + 8 * S + sb;
+                I[t] = _mm512_add_epi32(I[t], _mm512_sllv_epi32(_mm512_mullo_epi32(_mm512_add_epi32(a, b), sc),
+                                                                _mm512_set1_epi32(x->ek[xb])));
+                M[t] = _mm512_add_epi32(M[t], _mm512_mullo_epi32(mn, _mm512_set1_epi32(x->sk[xb])));
+            }
+        }
+        for (int t = 0; t < NT; t++) {
+            const __m512 dy = _mm512_set1_ps(x->uk[(i0 + t) * g * 2 + S]);
+            const __m512 tI = _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(I[t]));
+            const __m512 tM = _mm512_mul_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(M[t]));
+            acc[t][S % 2] = _mm512_add_ps(acc[t][S % 2], _mm512_sub_ps(tI, tM));
+        }
+    }
+    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
+    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
+    for (int t = 0; t < NT; t++) {
+        __m512 v = _mm512_add_ps(acc[t][0], acc[t][1]);
+        if (J->b) v = _mm512_add_ps(v, bias);
+        _mm512_mask_storeu_ps(J->y + (i0 + t) * J->ldy + j0, k, v);
+    }
+}
+
+/* Tiles [t0, t1) of 16 weight rows against all x rows. */
+QD_AVX512 static void kq4_range(void *arg, int64_t t0, int64_t t1) {
+    const qd_job *J = arg;
+    const ms_qweight *W = J->w;
+    const int64_t n = J->x->n;
+    const size_t tile_bytes = (size_t)(W->k / QK_K) * KQ4_WORDS * 64;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t j0 = 16 * t;
+        const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);
+        const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
+        for (int64_t i0 = 0; i0 < n; i0 += KQ4_NT) {
+            switch (n - i0 < KQ4_NT ? n - i0 : KQ4_NT) {
+            case 1: kq4_tile(J, pk, j0, mt, i0, 1); break;
+            case 2: kq4_tile(J, pk, j0, mt, i0, 2); break;
+            case 3: kq4_tile(J, pk, j0, mt, i0, 3); break;
+            default: kq4_tile(J, pk, j0, mt, i0, 4); break;
+            }
+        }
+    }
+}
+
+/* ---- AMX (n ≥ AMX_MIN rows; Q6_K, Q8_0) ---------------------------------------
  *
  * The same definition with the integer block sums from AMX tiles. Work unit:
  * 16 weight rows (a j-tile) × all n x rows. For each 32-element block b:
@@ -841,7 +1106,6 @@ enum { AMX_ROWS = 16, AMX_MAXN = 64 };
     __asm__ volatile("tilestored %%tmm" #t ", (%0,%1,1)" ::"r"((void *)(base)), "r"((long)(stride)) \
                      : "memory")
 #define QD_TILE_ZERO(t) __asm__ volatile("tilezero %%tmm" #t ::)
-#define QD_TILE_DPBSUD(c, a, b) __asm__ volatile("tdpbsud %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 #define QD_TILE_DPBSSD(c, a, b) __asm__ volatile("tdpbssd %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 
 /* The 64-byte tile configuration (palette 1). */
@@ -855,7 +1119,7 @@ typedef struct {
  * acc[r][lane][j] (n ≤ 64 rows, then the call loops over x row chunks). */
 typedef struct { /* one super-block (Q8_0: one block, slot 0) of the tile's weight rows */
     _Alignas(64) uint8_t b[8][512];
-    _Alignas(64) float a[8][16], m[8][16];
+    _Alignas(64) float a[8][16];
     _Alignas(64) float sc0[8][16], sc1[8][16]; /* Q6_K half scales, as f32 (exact) */
 } amx_wbuf;
 typedef struct {
@@ -905,37 +1169,6 @@ typedef struct {
 QD_AMX_INLINE __m512i amx_word(const amx_src *s, size_t off, ms_dtype DT) {
     if (s->pk) return _mm512_load_si512((const void *)(s->pk + 64 * (size_t)pack_slot(DT, off)));
     return amx_gather(s->w, s->idx, s->k, off);
-}
-
-/* A Q4_K super-block of the tile's rows: B tiles, a = d·sc, m = dmin·mn. */
-QD_AMX_INLINE void amx_prep_q4_k(amx_wbuf *X, const amx_src *S) {
-    const ms_dtype DT = MS_DTYPE_Q4_K;
-    const __m512i dd = amx_word(S, 0, DT);
-    const __m512 d = amx_f16(dd, 0), dmin = amx_f16(dd, 1);
-    const __m512i u0 = amx_word(S, 4, DT), u1 = amx_word(S, 8, DT), u2 = amx_word(S, 12, DT);
-    const __m512i k63 = _mm512_set1_epi32(63), k15 = _mm512_set1_epi32(15), k3 = _mm512_set1_epi32(3);
-    for (int s = 0; s < 8; s++) { /* kq_scale_min, lane-wise */
-        __m512i sc, mn;
-        if (s < 4) {
-            sc = _mm512_and_si512(_mm512_srli_epi32(u0, 8 * s), k63);
-            mn = _mm512_and_si512(_mm512_srli_epi32(u1, 8 * s), k63);
-        } else {
-            const int t = 8 * (s - 4);
-            sc = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, t), k15),
-                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, t + 6), k3), 4));
-            mn = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, t + 4), k15),
-                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, t + 6), k3), 4));
-        }
-        _mm512_store_ps(X->a[s], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)));
-        _mm512_store_ps(X->m[s], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn)));
-    }
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int p = 0; p < 4; p++) /* qs[32p + l]: sub-block 2p low nibbles, 2p + 1 high */
-        for (int q = 0; q < 8; q++) {
-            const __m512i v = amx_word(S, 16 + 32 * (size_t)p + 4 * (size_t)q, DT);
-            _mm512_store_si512((void *)(X->b[2 * p] + 64 * q), _mm512_and_si512(v, m4));
-            _mm512_store_si512((void *)(X->b[2 * p + 1] + 64 * q), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-        }
 }
 
 /* A Q6_K super-block of the tile's rows: B tiles of q − 32 (signed), a = d, sc0/sc1. */
@@ -1038,7 +1271,6 @@ QD_AMX_INLINE void amx_issue(amx_scratch *X, const ms_q8_act *x, const amx_tile 
                            .idx = T->idx,
                            .k = T->k};
         if (DT == MS_DTYPE_Q8_0) amx_prep_q8_0(wb, &S);
-        if (DT == MS_DTYPE_Q4_K) amx_prep_q4_k(wb, &S);
         if (DT == MS_DTYPE_Q6_K) amx_prep_q6_k(wb, &S);
     }
     const int64_t xs = ms_q8_groups(x->k) * GROUP_Q; /* bytes between x rows */
@@ -1048,14 +1280,12 @@ QD_AMX_INLINE void amx_issue(amx_scratch *X, const ms_q8_act *x, const amx_tile 
         QD_TILE_LOAD(2, bt, 64);
         QD_TILE_ZERO(0);
         QD_TILE_LOAD(1, xa, xs);
-        if (DT == MS_DTYPE_Q4_K) QD_TILE_DPBSUD(0, 1, 2);
-        else QD_TILE_DPBSSD(0, 1, 2);
+        QD_TILE_DPBSSD(0, 1, 2);
     } else {
         QD_TILE_LOAD(5, bt, 64);
         QD_TILE_ZERO(3);
         QD_TILE_LOAD(4, xa, xs);
-        if (DT == MS_DTYPE_Q4_K) QD_TILE_DPBSUD(3, 4, 5);
-        else QD_TILE_DPBSSD(3, 4, 5);
+        QD_TILE_DPBSSD(3, 4, 5);
     }
 }
 
@@ -1083,10 +1313,6 @@ QD_AMX_INLINE void amx_finish(amx_scratch *X, const ms_q8_act *x, int64_t r0, in
                                              _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(X->c[1] + 16 * i)))));
         const __m512 dx = _mm512_set1_ps(x->d[xi]);
         __m512 t = _mm512_mul_ps(_mm512_mul_ps(av, dx), sf);
-        if (DT == MS_DTYPE_Q4_K) {
-            const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(wb->m[c]), dx), _mm512_set1_ps(x->sf[xi]));
-            t = _mm512_sub_ps(t, u);
-        }
         float *acc = X->acc[it.t0 + i][lane];
         _mm512_store_ps(acc, _mm512_add_ps(_mm512_load_ps(acc), t));
     }
@@ -1152,7 +1378,6 @@ QD_AMX_INLINE void amx_range(void *arg, int64_t t0, int64_t t1, ms_dtype DT) {
     _tile_release();
 }
 
-QD_AMX static void amx_range_q4_k(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q4_K); }
 QD_AMX static void amx_range_q6_k(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q6_K); }
 QD_AMX static void amx_range_q8_0(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q8_0); }
 
@@ -1192,7 +1417,6 @@ static ms_pool_fn range_fn(ms_dtype dt) {
         switch (dt) {
         case MS_DTYPE_Q8_0: return simd_range_q8_0;
         case MS_DTYPE_Q5_0: return simd_range_q5_0;
-        case MS_DTYPE_Q4_K: return simd_range_q4_k;
         case MS_DTYPE_Q6_K: return simd_range_q6_k;
         default: break;
         }
@@ -1208,7 +1432,6 @@ static ms_pool_fn amx_fn(ms_dtype dt) {
     if (simd_level() >= 2) {
         switch (dt) {
         case MS_DTYPE_Q8_0: return amx_range_q8_0;
-        case MS_DTYPE_Q4_K: return amx_range_q4_k;
         case MS_DTYPE_Q6_K: return amx_range_q6_k;
         default: break;
         }
@@ -1246,9 +1469,19 @@ static void pack_range(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
+/* The VNNI Q4_K path over the tile layout for dt (Q4_K), or NULL. */
+static ms_pool_fn kq_fn(ms_dtype dt) {
+#if QD_X86
+    if (simd_level() >= 1 && dt == MS_DTYPE_Q4_K) return kq4_range;
+#endif
+    (void)dt;
+    return NULL;
+}
+
 size_t ms_qdot_pack_bytes(const ms_qweight *w) {
     MS_ASSERT(w);
-    if (!amx_fn(w->dtype) || w->m == 0) return 0;
+    const bool tiled = amx_fn(w->dtype) || kq_fn(w->dtype);
+    if (!tiled || w->m == 0) return 0;
     return (size_t)((w->m + 15) / 16) * pack_tile_bytes(w);
 }
 
@@ -1275,6 +1508,7 @@ void ms_qdot_pack_free(ms_qweight *w) {
 }
 
 const char *ms_qdot_path(ms_dtype dtype) {
+    if (dtype == MS_DTYPE_Q4_K) return kq_fn(dtype) ? "avx512vnni" : "scalar";
     if (range_fn(dtype) == ref_range) return "scalar";
     return amx_fn(dtype) ? "avx512vnni+amx" : "avx512vnni";
 }
@@ -1298,7 +1532,11 @@ static qd_plan plan_of(float *y, const ms_q8_act *x, const ms_qweight *w, const 
     check_args(y, x, w);
     qd_plan p = {.J = {.y = y, .ldy = w->m, .x = x, .w = w, .b = b, .rows = NULL}};
     ms_pool_fn amx = x->n >= AMX_MIN_ROWS ? amx_fn(w->dtype) : NULL;
-    if (amx) {
+    if (w->tiles && kq_fn(w->dtype)) { /* packed K-quants: 16 weight rows a vector */
+        p.fn = kq_fn(w->dtype);
+        p.items = (w->m + 15) / 16;
+        p.grain = 2;
+    } else if (amx) {
         p.fn = amx;
         p.items = (w->m + 15) / 16;
         p.grain = 1;
