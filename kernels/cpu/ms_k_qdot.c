@@ -126,6 +126,16 @@ void ms_q8_act_free(ms_q8_act *a) {
 /* Where block j of a group starts in the pair layout (ms_qdot.h: qa). */
 static inline int pair_offset(int j) { return 64 * (j % 4 + 4 * (j / 8)) + 32 * ((j / 4) % 2); }
 
+/* nearest-even(x/step) clamped to ±127 (the 1.5·2^23 add rounds in f32 for
+ * |v| < 2^22); 0 where !ok. */
+static inline int q8_round(float x, float step, bool ok) {
+    if (!ok) return 0;
+    float v = x / step;
+    v = (v + 12582912.0f) - 12582912.0f;
+    const int q = (int)v;
+    return q > 127 ? 127 : q < -127 ? -127 : q;
+}
+
 /* One block of 32: d = max|x|/127, q = nearest-even(x/d) (the 1.5·2^23 add
  * rounds in f32 for |v| < 2^22), written quad by quad into lane j of its
  * group (q_group + 64·t + 4·j), in element order into qp and into qa's
@@ -141,13 +151,7 @@ static void quantize_block(const float *xb, int8_t *qg, int8_t *qag, int j, int8
     const float dd = finite ? amax / 127.0f : NAN;
     int32_t sum = 0;
     for (int e = 0; e < QK; e++) {
-        int q = 0;
-        if (finite && dd > 0.0f) {
-            float v = xb[e] / dd;
-            v = (v + 12582912.0f) - 12582912.0f;
-            q = (int)v;
-            q = q > 127 ? 127 : q < -127 ? -127 : q;
-        }
+        const int q = q8_round(xb[e], dd, finite && dd > 0.0f);
         qg[64 * (e / 4) + 4 * j + (e % 4)] = (int8_t)q;
         qag[pair_offset(j) + e] = (int8_t)q;
         qp[e] = (int8_t)q;
@@ -188,14 +192,13 @@ QD_QUANT_AVX512 static inline float quant_amax32(const float *x, bool *finite) {
     return _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
 }
 
-/* 32 elements at step (zero when !ok) to int8 at q; Σq of each half. */
-QD_QUANT_AVX512 static inline void quant_put32(const float *x, float step, bool ok, int8_t *q, int32_t half[2]) {
+/* 32 elements at step (zero when !ok) to int8 at q; Σq. */
+QD_QUANT_AVX512 static inline int32_t quant_put32(const float *x, float step, bool ok, int8_t *q) {
     __m512i q0 = _mm512_setzero_si512(), q1 = _mm512_setzero_si512();
     if (ok) q0 = quant_round16(_mm512_loadu_ps(x), step), q1 = quant_round16(_mm512_loadu_ps(x + 16), step);
     _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(q1));
-    half[0] = _mm512_reduce_add_epi32(q0);
-    half[1] = _mm512_reduce_add_epi32(q1);
+    return _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 }
 
 QD_QUANT_AVX512 static void quantize_block_v(const float *xb, int8_t *qg, int8_t *qag, int j, int8_t *qp, float *d,
@@ -203,9 +206,7 @@ QD_QUANT_AVX512 static void quantize_block_v(const float *xb, int8_t *qg, int8_t
     bool finite = true;
     const float amax = quant_amax32(xb, &finite);
     const float dd = finite ? amax / 127.0f : NAN;
-    int32_t half[2];
-    quant_put32(xb, dd, finite && dd > 0.0f, qp, half);
-    *s = half[0] + half[1];
+    *s = quant_put32(xb, dd, finite && dd > 0.0f, qp);
     memcpy(qag + pair_offset(j), qp, QK);
     for (int t = 0; t < 8; t++) memcpy(qg + 64 * t + 4 * j, qp + 4 * t, 4);
     *d = dd;
@@ -223,10 +224,9 @@ QD_QUANT_AVX512 static void quantize_super_v(const float *xs, int8_t *qk, float 
     for (int b = 0; b < QK_K / QK; b++) {
         const int j = super_j(bmax[b], amax);
         const float step = dd * (1.0f / (float)(1 << j));
-        int32_t half[2];
-        quant_put32(xs + QK * b, step, finite && step > 0.0f, qk + QK * b, half);
+        const int32_t sum = quant_put32(xs + QK * b, step, finite && step > 0.0f, qk + QK * b);
         ek[b] = finite ? 5 - j : 0;
-        sk[b] = (half[0] + half[1]) * (1 << ek[b]);
+        sk[b] = sum * (1 << ek[b]);
     }
 }
 #endif
@@ -290,20 +290,13 @@ static void quantize_super(const float *xs, int8_t *qk, float *uk, int32_t *ek, 
     for (int b = 0; b < QK_K / QK; b++) {
         const int j = super_j(bmax[b], amax);
         const float step = dd * (1.0f / (float)(1 << j)); /* = uk·2^(5 − j), exact */
-        int32_t half[2] = {0, 0};
+        int32_t sum = 0;
         for (int e = QK * b; e < QK * (b + 1); e++) {
-            int q = 0;
-            if (finite && step > 0.0f) {
-                float v = xs[e] / step;
-                v = (v + 12582912.0f) - 12582912.0f;
-                q = (int)v;
-                q = q > 127 ? 127 : q < -127 ? -127 : q;
-            }
-            qk[e] = (int8_t)q;
-            half[(e % QK) / 16] += q;
+            qk[e] = (int8_t)q8_round(xs[e], step, finite && step > 0.0f);
+            sum += qk[e];
         }
         ek[b] = finite ? 5 - j : 0;
-        sk[b] = (half[0] + half[1]) * (1 << ek[b]);
+        sk[b] = sum * (1 << ek[b]);
     }
 }
 
