@@ -61,7 +61,10 @@
  * in the twin's order. Where the CPU has AMX-INT8 (and the kernel grants the tile
  * data), Q6_K and Q8_0 products of n ≥ 8 rows take their block sums
  * from AMX tiles (16 x rows × 16 weight rows a tile product, each weight
- * block unpacked once for all n rows); the sums are the same integers and the f32
+ * block unpacked once for all n rows), and so do Q4_K products of n ≥ 4
+ * rows (8 x rows × 16 weight rows × a pair of 32-blocks a tile product,
+ * over the zero-padded A rows in qz; the sub-block sums combined in 16-bit
+ * lanes, exactly); the sums are the same integers and the f32
  * steps the same operations in the same order, so every path gives the
  * same bits. MS_NO_AMX=1 in the environment keeps to AVX-512 VNNI.
  *
@@ -94,6 +97,17 @@ typedef struct {
     float *uk;          /* [n][2·groups(k)] super-block units */
     int32_t *ek;        /* [n][16·groups(k)] 32-block step exponents e_b (0..5) */
     int32_t *sk;        /* [n][16·groups(k)] 32-block sums of qk, << e_b */
+    /* The AMX Q4_K path's operands, made by ms_q8_quantize where that path
+     * runs (the CPU has AMX-INT8, n ≥ its minimum, k whole super-blocks):
+     * per pair P of 32-blocks (elements 64P..64P+63) and row r < nz, two
+     * 64-byte tile rows, [qk of block 2P | 32 zeros] and [32 zeros | qk of
+     * block 2P + 1], at qz + (P·nz + r)·128; nz = n rounded up to 8 (rows
+     * past n zero). */
+    bool has_z;
+    int64_t nz;
+    int8_t *qz;         /* room for [2·16·groups(k)][max_n rounded up to 8][128] */
+    int32_t *zw;        /* [n][k/64][4]: pair P's words of two 16-bit halves (block 2P low, 2P + 1
+                         * high): e_b; Q_b = Σ_{e∈b} qk (so sk_b = Q_b << e_b); 8·Q_b; then 0 */
 } ms_q8_act;
 
 /* Groups of 16 blocks a row of k elements takes (k a multiple of 32). */

@@ -248,7 +248,7 @@ static ms_status bench_model(const char *path, int threads, int reps, bool q8, c
     /* Each n-row forward is timed right after decode steps of its own, and
      * the ratio taken pairwise: background load on a shared machine moves
      * both alike. */
-    double dec[MAX_ROUNDS * N_SIZES], ratio[N_SIZES][MAX_ROUNDS], ltg[MAX_ROUNDS], lpp[N_SIZES][MAX_ROUNDS];
+    double dec[MAX_ROUNDS * N_SIZES], ratio[N_SIZES][MAX_ROUNDS], ms[N_SIZES][MAX_ROUNDS], ltg[MAX_ROUNDS], lpp[N_SIZES][MAX_ROUNDS];
     int nd = 0, nl = 0;
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < N_SIZES; i++) {
@@ -256,6 +256,7 @@ static ms_status bench_model(const char *path, int threads, int reps, bool q8, c
             if ((st = time_decode(&o, &d)) < 0 || (st = time_rows(&o, SIZES[i], &t)) < 0) goto done;
             dec[nd++] = d;
             ratio[i][r] = t / d;
+            ms[i][r] = 1e3 * t;
         }
         if (llama) {
             double tg, pp[N_SIZES];
@@ -274,6 +275,11 @@ static ms_status bench_model(const char *path, int threads, int reps, bool q8, c
            100.0 * wbytes / step / (bw * 1e9));
     for (int i = 0; i < N_SIZES; i++) printf(" %.2f |", median(ratio[i], reps));
     printf("\n");
+    /* the absolute times beside the ratios (stderr: the table stays a table) */
+    fprintf(stderr, "microspec-bench-ops: %s, %d threads: decode %.2f ms; n-row forwards (ms):", name, threads,
+            1e3 * step);
+    for (int i = 0; i < N_SIZES; i++) fprintf(stderr, " %lld: %.2f", (long long)SIZES[i], median(ms[i], reps));
+    fprintf(stderr, "\n");
     if (nl > 0) {
         const double lstep = median(ltg, nl);
         printf("| %s | %d | llama.cpp | %.1f | %.0f %% |", name, threads, 1.0 / lstep,

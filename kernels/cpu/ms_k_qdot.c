@@ -16,6 +16,9 @@
  *   - AVX-512 VNNI for Q4_K (its per-super-block definition) over the tile
  *     layout: lane j = weight row j of a tile of 16, every x row (decode
  *     included) — see "Q4_K on VNNI" below;
+ *   - AMX for Q4_K at n ≥ AMX_MIN_ROWS_Q4K: its sub-block sums from tile
+ *     products over zero-padded A rows, combined exactly in 16-bit lanes
+ *     (see "Q4_K on AMX" below);
  *   - AMX (Q6_K, Q8_0 at n ≥ AMX_MIN_ROWS): the block
  *     sums from tile products, 16 weight rows at a time, the same f32 steps
  *     vectorised over the 16 weight rows (see "AMX" below). One row (decode)
@@ -57,6 +60,11 @@ enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TIL
  * (forward cost in decode steps, VNNI / AMX): 4 rows 1.12 / 1.28, 8 rows
  * 1.57 / 1.57, 16 rows 3.0 / 2.45 (results/gguf/ops-2026-11-24b.md). */
 enum { AMX_MIN_ROWS = 8 };
+/* From this many x rows on, Q4_K takes its AMX path (below: "Q4_K on
+ * AMX") where the CPU has it; fewer rows stay on its VNNI path. */
+#ifndef AMX_MIN_ROWS_Q4K
+#define AMX_MIN_ROWS_Q4K 4
+#endif
 /* Software prefetch distance (bytes ahead of the weight group being read)
  * for the one-row VNNI path; 0: the hardware prefetchers alone. A build
  * option (-DQD_PF=N; 0: off). 2048 measured best of 0 / 1k / 2k / 4k / 8k on
@@ -98,7 +106,12 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     a->uk = aligned_alloc(64, fb); /* 2 a group where d has 16 */
     a->ek = aligned_alloc(64, fb);
     a->sk = aligned_alloc(64, fb);
-    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sf || !a->qk || !a->uk || !a->ek || !a->sk) {
+    /* qz: 2 bytes an element, for max_n rounded up to 8 rows */
+    size_t zb;
+    if (!ms_mul_size(((size_t)max_n + 7) / 8 * 8, (size_t)g * 2 * GROUP_Q, &zb)) zb = 0;
+    a->qz = aligned_alloc(64, zb ? zb : 64);
+    a->zw = aligned_alloc(64, zb ? zb / 8 : 64); /* 16 bytes a pair of 64 elements */
+    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sf || !a->qk || !a->uk || !a->ek || !a->sk || !a->qz || !a->zw) {
         MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
                      (long long)max_k);
         ms_q8_act_free(a);
@@ -120,6 +133,8 @@ void ms_q8_act_free(ms_q8_act *a) {
     free(a->uk);
     free(a->ek);
     free(a->sk);
+    free(a->qz);
+    free(a->zw);
     memset(a, 0, sizeof(*a));
 }
 
@@ -235,6 +250,7 @@ typedef struct {
     ms_q8_act *a;
     const float *x;
     int64_t g, nb, k;
+    bool z; /* also the AMX Q4_K path's A tiles (a->qz, a->nz) */
 } quant_job;
 
 /* Items [i0, i1) of a quantize: item i = group i % g of row i / g. */
@@ -300,6 +316,25 @@ static void quantize_super(const float *xs, int8_t *qk, float *uk, int32_t *ek, 
     }
 }
 
+/* Row r's tile rows of super-block S (its qk at qs, step exponents at
+ * ek) into a->qz and its pair words into a->zw (ms_qdot.h): per pair P =
+ * 4S + p, [qk of block 2P | 0] and [0 | qk of block 2P + 1]. */
+static void put_z(ms_q8_act *a, int64_t r, int64_t S, const int8_t *qs, const int32_t *ek) {
+    for (int p = 0; p < 4; p++) {
+        int8_t *z = a->qz + ((size_t)(4 * S + p) * (size_t)a->nz + (size_t)r) * 128;
+        memcpy(z, qs + 64 * p, QK);
+        memset(z + QK, 0, 2 * QK);
+        memcpy(z + 3 * QK, qs + 64 * p + QK, QK);
+        int32_t Q[2] = {0, 0}; /* |Q| ≤ 32·127 = 4064: 8·Q fits 16 bits */
+        for (int e = 0; e < 2 * QK; e++) Q[e / QK] += qs[64 * p + e];
+        int32_t *w = a->zw + ((size_t)r * (size_t)(a->k / 64) + (size_t)(4 * S + p)) * 4;
+        w[0] = (int32_t)((uint32_t)ek[2 * p] | (uint32_t)ek[2 * p + 1] << 16);
+        w[1] = (int32_t)((uint32_t)(uint16_t)Q[0] | (uint32_t)(uint16_t)Q[1] << 16);
+        w[2] = (int32_t)((uint32_t)(uint16_t)(8 * Q[0]) | (uint32_t)(uint16_t)(8 * Q[1]) << 16);
+        w[3] = 0;
+    }
+}
+
 /* Rows [r0, r1) into the per-super-block form. */
 static void quant_k_range(void *arg, int64_t r0, int64_t r1) {
     const quant_job *J = arg;
@@ -317,6 +352,7 @@ static void quant_k_range(void *arg, int64_t r0, int64_t r1) {
                 else
 #endif
                     quantize_super(J->x + r * k + S * QK_K, qr + S * QK_K, &ur[S], &er[8 * S], &sr[8 * S]);
+                if (J->z) put_z(a, r, S, qr + S * QK_K, &er[8 * S]);
             } else { /* padding of the last group */
                 memset(qr + S * QK_K, 0, QK_K);
                 ur[S] = 0.0f;
@@ -337,6 +373,12 @@ void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k) {
     quant_job J = {.a = a, .x = x, .g = g, .nb = nb, .k = k};
     ms_pool_run(quant_range, &J, n * g, 8);
     a->has_k = k % QK_K == 0;
+    a->has_z = a->has_k && n >= AMX_MIN_ROWS_Q4K && simd_level() >= 2;
+    a->nz = a->has_z ? (n + 7) / 8 * 8 : 0;
+    J.z = a->has_z;
+    if (a->has_z) /* the padding rows of qz: zero */
+        for (int64_t P = 0; P < k / 64; P++)
+            memset(a->qz + ((size_t)P * (size_t)a->nz + (size_t)n) * 128, 0, (size_t)(a->nz - n) * 128);
     if (a->has_k) ms_pool_run(quant_k_range, &J, n, 1);
 }
 
@@ -972,7 +1014,7 @@ enum { KQ4_NT = 4, KQ4_WORDS = 36 };
 #define KQ4_PF 4608
 #endif
 #ifndef KQ4_PF_MIN
-#define KQ4_PF_MIN 2
+#define KQ4_PF_MIN 1
 #endif
 
 /* Sub-block s's 6-bit scale (mn = 0) or min (mn = 1) of each lane's
@@ -1374,6 +1416,176 @@ QD_AMX_INLINE void amx_range(void *arg, int64_t t0, int64_t t1, ms_dtype DT) {
 QD_AMX static void amx_range_q6_k(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q6_K); }
 QD_AMX static void amx_range_q8_0(void *arg, int64_t t0, int64_t t1) { amx_range(arg, t0, t1, MS_DTYPE_Q8_0); }
 
+/* ---- Q4_K on AMX (n ≥ AMX_MIN_ROWS_Q4K) ------------------------------------------
+ *
+ * Q4_K's per-super-block definition needs the sum of each 32-block on its
+ * own (sc_s multiplies it per weight row, e_s shifts it per x row), and a
+ * tile product sums over all of its K. So the A tile holds two rows per x
+ * row, one per 32-block of a pair (K = 64 = blocks 2P and 2P + 1): row
+ * (r, 0) = [qk of block 2P | 0], row (r, 1) = [0 | qk of block 2P + 1]
+ * (ms_q8_act.qz, made at quantize), and B = the 16 weight rows' 64
+ * elements of the pair — from the tile layout of ms_qdot_pack one AND
+ * (block 2P: tile rows 0-7) or shift + AND (block 2P + 1: tile rows 8-15)
+ * per packed word, since word q's low nibbles are elements 4q..4q+3 of
+ * block 2P and its high nibbles those of block 2P + 1. TDPBSUD (signed qk
+ * × unsigned nibble) then gives C[(r, h)][j] = Σ_{e ∈ block 2P + h} q·qk,
+ * exactly the VNNI path's sub-block sums; half the multiplications are by
+ * zero, which the tile unit can afford and VNNI could not. Then per x row,
+ * as on VNNI: I += (C·sc_s) << e_s, M += mn_s·sk_s, and at the end of a
+ * super-block the same f32 term. The integers are exact and the f32
+ * steps the twin's, so the bits are those of the twin and of the VNNI
+ * path, for any n and thread split. x rows go 8 at a time (a 16-row A
+ * tile); a pair's tile products are issued before the previous pair's C
+ * is turned into terms, on two tile sets (tiles are not renamed). */
+
+enum { KQ4A_X = 8 };
+
+typedef struct {
+    _Alignas(64) uint8_t b[2][16 * 64];
+    _Alignas(64) int32_t c[2][16 * 16];
+} kq4a_scratch;
+static _Thread_local kq4a_scratch kq4a_s;
+
+#define QD_TILE_DPBSUD(c, a, b) __asm__ volatile("tdpbsud %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+/* Tiles: set 0 = A 0, B 1, C 2; set 1 = A 3, B 4, C 5. A and C: `rows` rows. */
+QD_AMX_INLINE void kq4a_config(int rows) {
+    amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int s = 0; s < 2; s++) {
+        cfg.rows[3 * s] = (uint8_t)rows, cfg.colsb[3 * s] = 64;
+        cfg.rows[3 * s + 1] = 16, cfg.colsb[3 * s + 1] = 64;
+        cfg.rows[3 * s + 2] = (uint8_t)rows, cfg.colsb[3 * s + 2] = 64;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+/* Pair p of the super-block at u (packed words) against the A rows at za:
+ * B into the scratch, the product into set `set`'s C, stored. pf: 9 lines
+ * to prefetch (NULL: none; a prefetch never faults). */
+QD_AMX_INLINE void kq4a_issue(kq4a_scratch *X, const uint8_t *u, const int8_t *za, int p, int set,
+                              const uint8_t *pf) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const uint8_t *wq = u + 64 * (size_t)(4 + 8 * p);
+    if (pf)
+        for (int l = 0; l < 9; l++) _mm_prefetch((const char *)pf + 64 * l, _MM_HINT_T0);
+    uint8_t *b = X->b[set];
+    for (int q = 0; q < 8; q++) {
+        const __m512i v = _mm512_load_si512((const void *)(wq + 64 * q));
+        _mm512_store_si512((void *)(b + 64 * q), _mm512_and_si512(v, m4));
+        _mm512_store_si512((void *)(b + 64 * (8 + q)), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+    }
+    if (set == 0) {
+        QD_TILE_LOAD(1, b, 64);
+        QD_TILE_LOAD(0, za, 64);
+        QD_TILE_ZERO(2);
+        QD_TILE_DPBSUD(2, 0, 1);
+        QD_TILE_STORE(2, X->c[0], 64);
+    } else {
+        QD_TILE_LOAD(4, b, 64);
+        QD_TILE_LOAD(3, za, 64);
+        QD_TILE_ZERO(5);
+        QD_TILE_DPBSUD(5, 3, 4);
+        QD_TILE_STORE(5, X->c[1], 64);
+    }
+}
+
+
+/* x rows [c0, c0 + nc) against the 16-row tile at pk (rows j0.., mt).
+ *
+ * Per x row and pair, the tile product's sums P_b (b = 2P, 2P + 1) go in
+ * 16-bit lanes: with q' = q − 8, P'_b = Σ q'·qk = P_b − 8·Q_b fits 16 bits
+ * (|P'| ≤ 32·8·127), and the low halves of P_b less 8·Q_b give it exactly
+ * (mod 2^16). Then with w_b = sc_b << e_b (≤ 63·32, 16 bits):
+ *     I += w_b·P'_b + w_b·8Q_b   (= (sc_b·P_b) << e_b, the definition)
+ *     M += (mn_b << e_b)·Q_b     (= mn_b·sk_b)
+ * two blocks an instruction (vpdpwssd), all exact int32 (|partial sums| ≤
+ * 8·2016·32512·2 < 2^31), so I and M are the twin's integers. */
+QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *pk, int64_t j0, int mt, int64_t c0,
+                              int nc) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K, ni = 4 * ns, np = x->k / 64;
+    const size_t zs = (size_t)x->nz * 128; /* bytes between pairs in qz */
+    const int8_t *z0 = x->qz + (size_t)c0 * 128;
+    __m512 acc[KQ4A_X][2];
+    __m512i I[KQ4A_X], M[KQ4A_X];
+    for (int t = 0; t < nc; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps(), I[t] = M[t] = _mm512_setzero_si512();
+    const size_t sb_bytes = (size_t)KQ4_WORDS * 64;
+    /* the first chunk streams the tile (and on into the next) from memory:
+     * fetch ahead, 9 lines a pair = a super-block's 36 */
+    const bool pf = KQ4_PF > 0 && c0 == 0;
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    kq4a_issue(X, pk, z0, 0, 0, pf ? pk + KQ4_PF : NULL);
+    for (int64_t i = 0; i < ni; i++) {
+        const int64_t S = i / 4;
+        const int p = (int)(i % 4), set = (int)(i & 1);
+        if (i + 1 < ni)
+            kq4a_issue(X, pk + (size_t)((i + 1) / 4) * sb_bytes, z0 + (size_t)(i + 1) * zs, (int)((i + 1) % 4),
+                       (int)((i + 1) & 1), pf ? pk + (size_t)(i + 1) * 9 * 64 + KQ4_PF : NULL);
+        const uint8_t *u = pk + (size_t)S * sb_bytes;
+        const __m512i u0 = _mm512_load_si512((const void *)(u + 64)), u1 = _mm512_load_si512((const void *)(u + 128)),
+                      u2 = _mm512_load_si512((const void *)(u + 192));
+        /* lane j: block 2p's scale (min) in the low half, 2p + 1's in the high */
+        const __m512i sc = _mm512_or_si512(kq4_scale(u0, u1, u2, 2 * p, 0),
+                                           _mm512_slli_epi32(kq4_scale(u0, u1, u2, 2 * p + 1, 0), 16));
+        const __m512i mn = _mm512_or_si512(kq4_scale(u0, u1, u2, 2 * p, 1),
+                                           _mm512_slli_epi32(kq4_scale(u0, u1, u2, 2 * p + 1, 1), 16));
+        const int32_t *cs = X->c[set];
+        for (int t = 0; t < nc; t++) {
+            const int32_t *zw = x->zw + ((size_t)(c0 + t) * (size_t)np + (size_t)i) * 4;
+            const __m512i e = _mm512_set1_epi32(zw[0]), q = _mm512_set1_epi32(zw[1]), q8 = _mm512_set1_epi32(zw[2]);
+            const __m512i c0v = _mm512_load_si512((const void *)(cs + 32 * t)),
+                          c1v = _mm512_load_si512((const void *)(cs + 32 * t + 16));
+            const __m512i P = _mm512_sub_epi16(_mm512_ternarylogic_epi32(c0v, _mm512_slli_epi32(c1v, 16), lo16, 0xE4), q8);
+            const __m512i w = _mm512_sllv_epi16(sc, e);
+            I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], P, w), q8, w);
+            M[t] = _mm512_dpwssd_epi32(M[t], q, _mm512_sllv_epi16(mn, e));
+        }
+        if (p == 3) { /* the super-block's f32 terms, as kq4_tile */
+            const __m512i dd = _mm512_load_si512((const void *)u);
+            const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+            const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+            for (int t = 0; t < nc; t++) {
+                const __m512 dy = _mm512_set1_ps(x->uk[(c0 + t) * g * 2 + S]);
+                const __m512 tI = _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(I[t]));
+                const __m512 tM = _mm512_mul_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(M[t]));
+                acc[t][S % 2] = _mm512_add_ps(acc[t][S % 2], _mm512_sub_ps(tI, tM));
+                I[t] = M[t] = _mm512_setzero_si512();
+            }
+        }
+    }
+    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
+    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
+    for (int t = 0; t < nc; t++) {
+        __m512 v = _mm512_add_ps(acc[t][0], acc[t][1]);
+        if (J->b) v = _mm512_add_ps(v, bias);
+        _mm512_mask_storeu_ps(J->y + (c0 + t) * J->ldy + j0, k, v);
+    }
+}
+
+/* Tiles [t0, t1) of 16 weight rows against all x rows (x->has_z). */
+QD_AMX static void kq4a_range(void *arg, int64_t t0, int64_t t1) {
+    const qd_job *J = arg;
+    const ms_qweight *W = J->w;
+    const ms_q8_act *x = J->x;
+    const int64_t n = x->n;
+    MS_ASSERT(x->has_z && W->tiles);
+    kq4a_scratch *X = &kq4a_s;
+    kq4a_config(2 * (int)(n < KQ4A_X ? n : KQ4A_X));
+    const size_t tile_bytes = (size_t)(W->k / QK_K) * KQ4_WORDS * 64;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t j0 = 16 * t;
+        const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);
+        const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
+        for (int64_t c0 = 0; c0 < n; c0 += KQ4A_X) {
+            const int nc = (int)(n - c0 < KQ4A_X ? n - c0 : KQ4A_X);
+            kq4a_chunk(J, X, pk, j0, mt, c0, nc);
+        }
+    }
+    _tile_release();
+}
+
 #endif /* QD_X86 */
 
 /* ---- dispatch ------------------------------------------------------------------ */
@@ -1462,6 +1674,15 @@ static void pack_range(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
+/* The AMX Q4_K path for dt (Q4_K, where the CPU has AMX), or NULL. */
+static ms_pool_fn kq_amx_fn(ms_dtype dt) {
+#if QD_X86
+    if (simd_level() >= 2 && dt == MS_DTYPE_Q4_K) return kq4a_range;
+#endif
+    (void)dt;
+    return NULL;
+}
+
 /* The VNNI Q4_K path over the tile layout for dt (Q4_K), or NULL. */
 static ms_pool_fn kq_fn(ms_dtype dt) {
 #if QD_X86
@@ -1501,7 +1722,7 @@ void ms_qdot_pack_free(ms_qweight *w) {
 }
 
 const char *ms_qdot_path(ms_dtype dtype) {
-    if (dtype == MS_DTYPE_Q4_K) return kq_fn(dtype) ? "avx512vnni" : "scalar";
+    if (dtype == MS_DTYPE_Q4_K) return kq_amx_fn(dtype) ? "avx512vnni+amx" : kq_fn(dtype) ? "avx512vnni" : "scalar";
     if (range_fn(dtype) == ref_range) return "scalar";
     return amx_fn(dtype) ? "avx512vnni+amx" : "avx512vnni";
 }
@@ -1525,7 +1746,11 @@ static qd_plan plan_of(float *y, const ms_q8_act *x, const ms_qweight *w, const 
     check_args(y, x, w);
     qd_plan p = {.J = {.y = y, .ldy = w->m, .x = x, .w = w, .b = b, .rows = NULL}};
     ms_pool_fn amx = x->n >= AMX_MIN_ROWS ? amx_fn(w->dtype) : NULL;
-    if (w->tiles && kq_fn(w->dtype)) { /* packed K-quants: 16 weight rows a vector */
+    if (w->tiles && x->has_z && kq_amx_fn(w->dtype)) { /* packed Q4_K, AMX: 16 weight rows a tile */
+        p.fn = kq_amx_fn(w->dtype);
+        p.items = (w->m + 15) / 16;
+        p.grain = 2;
+    } else if (w->tiles && kq_fn(w->dtype)) { /* packed K-quants: 16 weight rows a vector */
         p.fn = kq_fn(w->dtype);
         p.items = (w->m + 15) / 16;
         p.grain = 2;
