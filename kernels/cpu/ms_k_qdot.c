@@ -61,9 +61,12 @@ enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TIL
  * 1.57 / 1.57, 16 rows 3.0 / 2.45 (results/gguf/ops-2026-11-24b.md). */
 enum { AMX_MIN_ROWS = 8 };
 /* From this many x rows on, Q4_K takes its AMX path (below: "Q4_K on
- * AMX") where the CPU has it; fewer rows stay on its VNNI path. */
+ * AMX") where the CPU has it; fewer rows stay on its VNNI path, which
+ * unpacks a weight tile once for 4 rows. A 1536 x 8960 / 8960 x 1536
+ * product at 2 threads on the Intel VM (ms, AMX / VNNI): 4 rows 0.42-0.44 /
+ * 0.37-0.39, 5 rows 0.47-0.49 / 0.51-0.55, 8 rows 0.59-0.61 / 0.74-0.78. */
 #ifndef AMX_MIN_ROWS_Q4K
-#define AMX_MIN_ROWS_Q4K 4
+#define AMX_MIN_ROWS_Q4K 5
 #endif
 /* Software prefetch distance (bytes ahead of the weight group being read)
  * for the one-row VNNI path; 0: the hardware prefetchers alone. A build
