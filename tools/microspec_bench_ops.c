@@ -248,7 +248,8 @@ static ms_status bench_model(const char *path, int threads, int reps, bool q8, c
     /* Each n-row forward is timed right after decode steps of its own, and
      * the ratio taken pairwise: background load on a shared machine moves
      * both alike. */
-    double dec[MAX_ROUNDS * N_SIZES], ratio[N_SIZES][MAX_ROUNDS], ms[N_SIZES][MAX_ROUNDS], ltg[MAX_ROUNDS], lpp[N_SIZES][MAX_ROUNDS];
+    double dec[MAX_ROUNDS * N_SIZES], ratio[N_SIZES][MAX_ROUNDS], ms[N_SIZES][MAX_ROUNDS];
+    double ltg[MAX_ROUNDS], lpp[N_SIZES][MAX_ROUNDS];
     int nd = 0, nl = 0;
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < N_SIZES; i++) {

@@ -114,7 +114,8 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     if (!ms_mul_size(((size_t)max_n + 7) / 8 * 8, (size_t)g * 2 * GROUP_Q, &zb)) zb = 0;
     a->qz = aligned_alloc(64, zb ? zb : 64);
     a->zw = aligned_alloc(64, zb ? zb / 8 : 64); /* 16 bytes a pair of 64 elements */
-    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sf || !a->qk || !a->uk || !a->ek || !a->sk || !a->qz || !a->zw) {
+    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sf || !a->qk || !a->uk || !a->ek || !a->sk || !a->qz ||
+        !a->zw) {
         MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
                      (long long)max_k);
         ms_q8_act_free(a);
@@ -1433,9 +1434,11 @@ QD_AMX static void amx_range_q8_0(void *arg, int64_t t0, int64_t t1) { amx_range
  * block 2P and its high nibbles those of block 2P + 1. TDPBSUD (signed qk
  * × unsigned nibble) then gives C[(r, h)][j] = Σ_{e ∈ block 2P + h} q·qk,
  * exactly the VNNI path's sub-block sums; half the multiplications are by
- * zero, which the tile unit can afford and VNNI could not. Then per x row,
- * as on VNNI: I += (C·sc_s) << e_s, M += mn_s·sk_s, and at the end of a
- * super-block the same f32 term. The integers are exact and the f32
+ * zero, which the tile unit can afford and VNNI could not. Then per x row
+ * the pair's two sums enter I and M two blocks an instruction, in 16-bit
+ * lanes (kq4a_chunk), the same integers as VNNI's I += (C·sc_s) << e_s,
+ * M += mn_s·sk_s; at the end of a super-block the same f32 term. The
+ * integers are exact and the f32
  * steps the twin's, so the bits are those of the twin and of the VNNI
  * path, for any n and thread split. x rows go 8 at a time (a 16-row A
  * tile); a pair's tile products are issued before the previous pair's C
@@ -1540,7 +1543,9 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
             const __m512i e = _mm512_set1_epi32(zw[0]), q = _mm512_set1_epi32(zw[1]), q8 = _mm512_set1_epi32(zw[2]);
             const __m512i c0v = _mm512_load_si512((const void *)(cs + 32 * t)),
                           c1v = _mm512_load_si512((const void *)(cs + 32 * t + 16));
-            const __m512i P = _mm512_sub_epi16(_mm512_ternarylogic_epi32(c0v, _mm512_slli_epi32(c1v, 16), lo16, 0xE4), q8);
+            /* lane j: low half of C[(t, 0)][j] | low half of C[(t, 1)][j] (0xE4: lo16 ? c0v : c1v << 16) */
+            const __m512i c01 = _mm512_ternarylogic_epi32(c0v, _mm512_slli_epi32(c1v, 16), lo16, 0xE4);
+            const __m512i P = _mm512_sub_epi16(c01, q8);
             const __m512i w = _mm512_sllv_epi16(sc, e);
             I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], P, w), q8, w);
             M[t] = _mm512_dpwssd_epi32(M[t], q, _mm512_sllv_epi16(mn, e));
