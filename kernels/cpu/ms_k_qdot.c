@@ -1031,6 +1031,32 @@ QD_INLINE __m512i kq4_scale(__m512i u0, __m512i u1, __m512i u2, int s, int mn) {
                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mn ? u1 : u0, t + 6), k3), 4));
 }
 
+/* The f16 d (low half) and dmin (high half) of each lane's super-block, as f32. */
+QD_INLINE void kq4_d(const uint8_t *u, __m512 *d, __m512 *dmin) {
+    const __m512i dd = _mm512_load_si512((const void *)u);
+    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+}
+
+/* A super-block's term t_S = (d·uk)·(float)I − (dmin·uk)·(float)M (ms_qdot.h). */
+QD_INLINE __m512 kq4_term(__m512 d, __m512 dmin, float uk, __m512i I, __m512i M) {
+    const __m512 dy = _mm512_set1_ps(uk);
+    const __m512 tI = _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(I));
+    const __m512 tM = _mm512_mul_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(M));
+    return _mm512_sub_ps(tI, tM);
+}
+
+/* y rows i0 .. i0 + nt − 1, the tile's mt columns from j0: acc[t][0] + acc[t][1] (+ bias). */
+QD_INLINE void kq4_store(const qd_job *J, const __m512 (*acc)[2], int64_t j0, int mt, int64_t i0, int nt) {
+    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
+    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
+    for (int t = 0; t < nt; t++) {
+        __m512 v = _mm512_add_ps(acc[t][0], acc[t][1]);
+        if (J->b) v = _mm512_add_ps(v, bias);
+        _mm512_mask_storeu_ps(J->y + (i0 + t) * J->ldy + j0, k, v);
+    }
+}
+
 /* NT x rows from i0 against the tile at pk (its rows j0.., mt of them). */
 QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
     const ms_q8_act *x = J->x;
@@ -1041,9 +1067,8 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     for (int64_t S = 0; S < ns; S++) {
         const uint8_t *u = pk + (size_t)S * KQ4_WORDS * 64;
-        const __m512i dd = _mm512_load_si512((const void *)u);
-        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+        __m512 d, dmin;
+        kq4_d(u, &d, &dmin);
         const __m512i u0 = _mm512_load_si512((const void *)(u + 64)), u1 = _mm512_load_si512((const void *)(u + 128)),
                       u2 = _mm512_load_si512((const void *)(u + 192));
         __m512i I[KQ4_NT], M[KQ4_NT];
@@ -1074,20 +1099,10 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
                 M[t] = _mm512_add_epi32(M[t], _mm512_mullo_epi32(mn, _mm512_set1_epi32(x->sk[xb])));
             }
         }
-        for (int t = 0; t < NT; t++) {
-            const __m512 dy = _mm512_set1_ps(x->uk[(i0 + t) * g * 2 + S]);
-            const __m512 tI = _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(I[t]));
-            const __m512 tM = _mm512_mul_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(M[t]));
-            acc[t][S % 2] = _mm512_add_ps(acc[t][S % 2], _mm512_sub_ps(tI, tM));
-        }
+        for (int t = 0; t < NT; t++)
+            acc[t][S % 2] = _mm512_add_ps(acc[t][S % 2], kq4_term(d, dmin, x->uk[(i0 + t) * g * 2 + S], I[t], M[t]));
     }
-    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
-    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
-    for (int t = 0; t < NT; t++) {
-        __m512 v = _mm512_add_ps(acc[t][0], acc[t][1]);
-        if (J->b) v = _mm512_add_ps(v, bias);
-        _mm512_mask_storeu_ps(J->y + (i0 + t) * J->ldy + j0, k, v);
-    }
+    kq4_store(J, (const __m512(*)[2])acc, j0, mt, i0, NT);
 }
 
 /* Tiles [t0, t1) of 16 weight rows against all x rows. */
@@ -1551,25 +1566,16 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
             M[t] = _mm512_dpwssd_epi32(M[t], q, _mm512_sllv_epi16(mn, e));
         }
         if (p == 3) { /* the super-block's f32 terms, as kq4_tile */
-            const __m512i dd = _mm512_load_si512((const void *)u);
-            const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-            const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+            __m512 d, dmin;
+            kq4_d(u, &d, &dmin);
             for (int t = 0; t < nc; t++) {
-                const __m512 dy = _mm512_set1_ps(x->uk[(c0 + t) * g * 2 + S]);
-                const __m512 tI = _mm512_mul_ps(_mm512_mul_ps(d, dy), _mm512_cvtepi32_ps(I[t]));
-                const __m512 tM = _mm512_mul_ps(_mm512_mul_ps(dmin, dy), _mm512_cvtepi32_ps(M[t]));
-                acc[t][S % 2] = _mm512_add_ps(acc[t][S % 2], _mm512_sub_ps(tI, tM));
+                const float uk = x->uk[(c0 + t) * g * 2 + S];
+                acc[t][S % 2] = _mm512_add_ps(acc[t][S % 2], kq4_term(d, dmin, uk, I[t], M[t]));
                 I[t] = M[t] = _mm512_setzero_si512();
             }
         }
     }
-    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
-    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
-    for (int t = 0; t < nc; t++) {
-        __m512 v = _mm512_add_ps(acc[t][0], acc[t][1]);
-        if (J->b) v = _mm512_add_ps(v, bias);
-        _mm512_mask_storeu_ps(J->y + (c0 + t) * J->ldy + j0, k, v);
-    }
+    kq4_store(J, (const __m512(*)[2])acc, j0, mt, c0, nc);
 }
 
 /* Tiles [t0, t1) of 16 weight rows against all x rows (x->has_z). */
