@@ -106,8 +106,8 @@ typedef struct {
     bool has_z;
     int64_t nz;
     int8_t *qz;         /* room for [2·16·groups(k)][max_n rounded up to 8][128] */
-    int32_t *zw;        /* [n][k/64][4]: pair P's words of two 16-bit halves (block 2P low, 2P + 1
-                         * high): e_b; Q_b = Σ_{e∈b} qk (so sk_b = Q_b << e_b); 8·Q_b; then 0 */
+    int32_t *zw;        /* [n][k/64][2]: pair P's words of two 16-bit halves (block 2P low, 2P + 1
+                         * high): e_b; Q_b = Σ_{e∈b} qk = sk_b >> e_b */
 } ms_q8_act;
 
 /* Groups of 16 blocks a row of k elements takes (k a multiple of 32). */

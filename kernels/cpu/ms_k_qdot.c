@@ -113,7 +113,7 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     size_t zb;
     if (!ms_mul_size(((size_t)max_n + 7) / 8 * 8, (size_t)g * 2 * GROUP_Q, &zb)) zb = 0;
     a->qz = aligned_alloc(64, zb ? zb : 64);
-    a->zw = aligned_alloc(64, zb ? zb / 8 : 64); /* 16 bytes a pair of 64 elements */
+    a->zw = aligned_alloc(64, zb ? zb / 16 : 64); /* 8 bytes a pair of 64 elements */
     if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sf || !a->qk || !a->uk || !a->ek || !a->sk || !a->qz ||
         !a->zw) {
         MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
@@ -320,22 +320,20 @@ static void quantize_super(const float *xs, int8_t *qk, float *uk, int32_t *ek, 
     }
 }
 
-/* Row r's tile rows of super-block S (its qk at qs, step exponents at
- * ek) into a->qz and its pair words into a->zw (ms_qdot.h): per pair P =
- * 4S + p, [qk of block 2P | 0] and [0 | qk of block 2P + 1]. */
-static void put_z(ms_q8_act *a, int64_t r, int64_t S, const int8_t *qs, const int32_t *ek) {
+/* Row r's tile rows of super-block S (its qk at qs, step exponents and
+ * shifted sums at ek, sk) into a->qz and its pair words into a->zw
+ * (ms_qdot.h): per pair P = 4S + p, [qk of block 2P | 0] and [0 | qk of
+ * block 2P + 1]; Q_b = sk_b >> e_b, exact (sk_b = Q_b << e_b). */
+static void put_z(ms_q8_act *a, int64_t r, int64_t S, const int8_t *qs, const int32_t *ek, const int32_t *sk) {
     for (int p = 0; p < 4; p++) {
         int8_t *z = a->qz + ((size_t)(4 * S + p) * (size_t)a->nz + (size_t)r) * 128;
         memcpy(z, qs + 64 * p, QK);
         memset(z + QK, 0, 2 * QK);
         memcpy(z + 3 * QK, qs + 64 * p + QK, QK);
-        int32_t Q[2] = {0, 0}; /* |Q| ≤ 32·127 = 4064: 8·Q fits 16 bits */
-        for (int e = 0; e < 2 * QK; e++) Q[e / QK] += qs[64 * p + e];
-        int32_t *w = a->zw + ((size_t)r * (size_t)(a->k / 64) + (size_t)(4 * S + p)) * 4;
-        w[0] = (int32_t)((uint32_t)ek[2 * p] | (uint32_t)ek[2 * p + 1] << 16);
-        w[1] = (int32_t)((uint32_t)(uint16_t)Q[0] | (uint32_t)(uint16_t)Q[1] << 16);
-        w[2] = (int32_t)((uint32_t)(uint16_t)(8 * Q[0]) | (uint32_t)(uint16_t)(8 * Q[1]) << 16);
-        w[3] = 0;
+        const int b = 2 * p;
+        int32_t *w = a->zw + ((size_t)r * (size_t)(a->k / 64) + (size_t)(4 * S + p)) * 2;
+        w[0] = (int32_t)((uint32_t)ek[b] | (uint32_t)ek[b + 1] << 16);
+        w[1] = (int32_t)((uint32_t)(uint16_t)(sk[b] >> ek[b]) | (uint32_t)(uint16_t)(sk[b + 1] >> ek[b + 1]) << 16);
     }
 }
 
@@ -356,7 +354,7 @@ static void quant_k_range(void *arg, int64_t r0, int64_t r1) {
                 else
 #endif
                     quantize_super(J->x + r * k + S * QK_K, qr + S * QK_K, &ur[S], &er[8 * S], &sr[8 * S]);
-                if (J->z) put_z(a, r, S, qr + S * QK_K, &er[8 * S]);
+                if (J->z) put_z(a, r, S, qr + S * QK_K, &er[8 * S], &sr[8 * S]);
             } else { /* padding of the last group */
                 memset(qr + S * QK_K, 0, QK_K);
                 ur[S] = 0.0f;
@@ -1512,7 +1510,6 @@ QD_AMX_INLINE void kq4a_issue(kq4a_scratch *X, const uint8_t *u, const int8_t *z
     }
 }
 
-
 /* x rows [c0, c0 + nc) against the 16-row tile at pk (rows j0.., mt).
  *
  * Per x row and pair, the tile product's sums P_b (b = 2P, 2P + 1) go in
@@ -1554,8 +1551,9 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
                                            _mm512_slli_epi32(kq4_scale(u0, u1, u2, 2 * p + 1, 1), 16));
         const int32_t *cs = X->c[set];
         for (int t = 0; t < nc; t++) {
-            const int32_t *zw = x->zw + ((size_t)(c0 + t) * (size_t)np + (size_t)i) * 4;
-            const __m512i e = _mm512_set1_epi32(zw[0]), q = _mm512_set1_epi32(zw[1]), q8 = _mm512_set1_epi32(zw[2]);
+            const int32_t *zw = x->zw + ((size_t)(c0 + t) * (size_t)np + (size_t)i) * 2;
+            const __m512i e = _mm512_set1_epi32(zw[0]), q = _mm512_set1_epi32(zw[1]);
+            const __m512i q8 = _mm512_slli_epi16(q, 3); /* 8·Q: |8·Q| ≤ 8·32·127 fits 16 bits */
             const __m512i c0v = _mm512_load_si512((const void *)(cs + 32 * t)),
                           c1v = _mm512_load_si512((const void *)(cs + 32 * t + 16));
             /* lane j: low half of C[(t, 0)][j] | low half of C[(t, 1)][j] (0xE4: lo16 ? c0v : c1v << 16) */
