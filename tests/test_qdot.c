@@ -513,6 +513,42 @@ static void test_accuracy(void) {
     }
 }
 
+/* Q4_K at the edges of its integer ranges: nibbles all 15 or all 0, sub-block
+ * scales and mins 63, activations ±1 everywhere (qk = ±127, e = 5): the
+ * sums the AMX path carries in 16-bit lanes reach their bounds (|Σ(q − 8)·qk|
+ * = 32·8·127 with q = 0, |8·Q| = 8·32·127). Fast == twin bitwise, n rows
+ * where that path runs and where it does not. */
+static void test_q4k_extremes(void) {
+    ms_rng r;
+    ms_rng_seed(&r, 46);
+    const int64_t m = 32, k = 512, N = 9;
+    uint8_t *wd = make_weights(&r, MS_DTYPE_Q4_K, m, k);
+    for (int64_t j = 0; j < m; j++)
+        for (int64_t S = 0; S < k / 256; S++) {
+            uint8_t *b = wd + (size_t)(j * (k / 256) + S) * 144;
+            memset(b + 4, 0xFF, 12);                /* every 6-bit scale and min 63 */
+            memset(b + 16, j % 2 ? 0x00 : 0xFF, 128); /* nibbles 0 or 15 */
+        }
+    ms_qweight w = ms_qweight_view(MS_DTYPE_Q4_K, wd, m, k), wp = w;
+    MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
+    float *x = malloc((size_t)(N * k) * sizeof(float));
+    for (int64_t i = 0; i < N * k; i++) x[i] = (i / k) % 2 ? -1.0f : 1.0f;
+    float *y = malloc((size_t)(N * m) * sizeof(float)), *yr = malloc((size_t)(N * m) * sizeof(float));
+    ms_q8_act a;
+    MS_ASSERT(ms_q8_act_alloc(&a, N, k) == MS_OK);
+    int diff = 0;
+    for (int64_t n = 1; n <= N; n++) {
+        ms_q8_quantize(&a, x, n, k);
+        ms_qdot_linear_ref(yr, &a, &w, NULL);
+        ms_qdot_linear(y, &a, wp.tiles ? &wp : &w, NULL);
+        for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], yr[i]);
+    }
+    CHECK(diff == 0, "Q4_K at its integer bounds: %d outputs differ from the twin", diff);
+    ms_q8_act_free(&a);
+    ms_qdot_pack_free(&wp);
+    free(wd), free(x), free(y), free(yr);
+}
+
 int main(void) {
     /* 1 thread, then 2: the pool is started once (see set_threads) */
     test_quantize();
@@ -526,6 +562,7 @@ int main(void) {
     test_fast_vs_twin(2);
     test_invariance(2);
     test_multi(2);
+    test_q4k_extremes();
     test_accuracy();
     ms_pool_set_threads(1);
     if (g_fail) fprintf(stderr, "test_qdot: %d failures\n", g_fail);
