@@ -59,7 +59,9 @@ enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TIL
  * when Q4_K took it too
  * (forward cost in decode steps, VNNI / AMX): 4 rows 1.12 / 1.28, 8 rows
  * 1.57 / 1.57, 16 rows 3.0 / 2.45 (results/gguf/ops-2026-11-24b.md). */
-enum { AMX_MIN_ROWS = 8 };
+#ifndef AMX_MIN_ROWS
+#define AMX_MIN_ROWS 8
+#endif
 /* From this many x rows on, Q4_K takes its AMX path (below: "Q4_K on
  * AMX") where the CPU has it; fewer rows stay on its VNNI path, which
  * unpacks a weight tile once for 4 rows. A 1536 x 8960 / 8960 x 1536
@@ -639,11 +641,23 @@ static void ref_range(void *arg, int64_t j0, int64_t j1) {
  * The 32-bit words of a unit the AMX prep reads, in slot order: Q4_K all 36
  * of its 144 bytes (slot = offset/4); Q6_K the 52 at offsets 0..204 and, in
  * slot 52, the one at 206 (its d in the high half); Q8_0 the one at 0 (d in
- * the low half) and the 8 quads at 2 + 4q (slots 1..8). */
+ * the low half) and the 8 quads at 2 + 4q (slots 1..8).
+ *
+ * Q5_0's unit is a pair of blocks (2P, 2P + 1; a missing last block of an
+ * odd count is zeros), 11 slots (kq5_tile reads them): slot 0 lane j = the
+ * two f16 d, block 2P's in the low half; then per block h, slot 1 + 5h holds
+ * its fifth bits as eight 64-bit masks (mask q: bit 4j + i = the high bit of
+ * row j's element 4q + i for q < 4, of 16 + 4(q − 4) + i above — the bytes
+ * of the unpacked vector it completes), slots 2 + 5h + q lane j = its qs
+ * bytes 4q..4q + 3 — 22 bytes a row and block, as stored. */
+
+enum { KQ5_WORDS = 11 };
 
 static inline int pack_words(ms_dtype dt) {
-    return dt == MS_DTYPE_Q4_K ? 36 : dt == MS_DTYPE_Q6_K ? 53 : dt == MS_DTYPE_Q8_0 ? 9 : 0;
+    return dt == MS_DTYPE_Q4_K ? 36 : dt == MS_DTYPE_Q6_K ? 53 : dt == MS_DTYPE_Q8_0 ? 9 : dt == MS_DTYPE_Q5_0 ? KQ5_WORDS : 0;
 }
+/* Elements of one unit: the dtype's block, two of them for Q5_0. */
+static inline int64_t pack_unit(ms_dtype dt) { return dt == MS_DTYPE_Q5_0 ? 2 * QK : ms_dtype_block(dt); }
 static inline int pack_slot(ms_dtype dt, size_t off) {
     if (dt == MS_DTYPE_Q8_0) return off == 0 ? 0 : (int)((off - 2) / 4) + 1;
     if (dt == MS_DTYPE_Q6_K && off == 206) return 52;
@@ -654,9 +668,10 @@ static inline size_t pack_off(ms_dtype dt, int slot) {
     if (dt == MS_DTYPE_Q6_K && slot == 52) return 206;
     return 4 * (size_t)slot;
 }
-/* Bytes of one tile of 16 rows in the packed layout (a unit: the dtype's block). */
+/* Bytes of one tile of 16 rows in the packed layout. */
 static inline size_t pack_tile_bytes(const ms_qweight *w) {
-    return (size_t)(w->k / ms_dtype_block(w->dtype)) * (size_t)pack_words(w->dtype) * 64;
+    const int64_t e = pack_unit(w->dtype);
+    return (size_t)((w->k + e - 1) / e) * (size_t)pack_words(w->dtype) * 64;
 }
 
 /* ---- AVX-512 VNNI ------------------------------------------------------------ */
@@ -1119,6 +1134,107 @@ QD_AVX512 static void kq4_range(void *arg, int64_t t0, int64_t t1) {
             case 2: kq4_tile(J, pk, j0, mt, i0, 2); break;
             case 3: kq4_tile(J, pk, j0, mt, i0, 3); break;
             default: kq4_tile(J, pk, j0, mt, i0, 4); break;
+            }
+        }
+    }
+}
+
+/* ---- Q5_0 on VNNI, 16 weight rows a vector ---------------------------------
+ *
+ * The one-row (draft decode) path of the block-by-block definition over
+ * Q5_0's tile layout (above): lane j = weight row 16t + j, so a block's 16
+ * sums come out of 8 vpdpbusd with x's quads broadcast — no transpose and
+ * no horizontal sums, which made the row-major path compute-bound below the
+ * read bandwidth. Per block: four loads of qs words give the low and high
+ * nibbles (AND, shift + AND), the fifth bits enter as byte masks loaded
+ * straight from the layout (masked add of 16); then per x row the unsigned
+ * sum less 16·s (x's block sum) is the twin's exact sumi, and term = (d·dx)
+ * · (float)sumi goes into accumulator b mod 16 of each lane, the twin's f32
+ * steps in the twin's order, reduced by its tree at the end: the same bits
+ * for any NT and thread split. */
+
+enum { KQ5_NT = 4 };
+#ifndef KQ5_PF
+#define KQ5_PF 4096
+#endif
+
+/* NT x rows from i0 against the tile at pk (its rows j0.., mt of them). */
+QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
+    const size_t xs = (size_t)g * GROUP_Q;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), k16 = _mm512_set1_epi8(0x10);
+    __m512 acc[KQ5_NT][GROUP];
+    for (int t = 0; t < NT; t++)
+        for (int l = 0; l < GROUP; l++) acc[t][l] = _mm512_setzero_ps();
+    for (int64_t gi = 0; gi < g; gi++) {
+#pragma GCC unroll 8
+        for (int P = 0; P < GROUP / 2; P++) {
+            const int64_t b0 = gi * GROUP + 2 * P;
+            if (b0 >= nb) break;
+            const uint8_t *u = pk + (size_t)(b0 / 2) * KQ5_WORDS * 64;
+            if (KQ5_PF > 0 && i0 == 0) /* the first pass streams the tile: fetch ahead */
+                for (int l = 0; l < KQ5_WORDS; l++) _mm_prefetch((const char *)u + KQ5_PF + 64 * l, _MM_HINT_T0);
+            const __m512i dd = _mm512_load_si512((const void *)u);
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                if (b0 + h >= nb) break;
+                const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h ? _mm512_srli_epi32(dd, 16) : dd));
+                const uint8_t *wb = u + 64 * (size_t)(1 + 5 * h);
+                __m512i W[8];
+                for (int q = 0; q < 4; q++) {
+                    const __m512i v = _mm512_load_si512((const void *)(wb + 64 * (1 + q)));
+                    const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                    uint64_t ml, mh;
+                    memcpy(&ml, wb + 8 * q, 8);
+                    memcpy(&mh, wb + 8 * (q + 4), 8);
+                    W[q] = _mm512_mask_add_epi8(lo, _cvtu64_mask64(ml), lo, k16);
+                    W[q + 4] = _mm512_mask_add_epi8(hi, _cvtu64_mask64(mh), hi, k16);
+                }
+                for (int t = 0; t < NT; t++) {
+                    const uint8_t *xq = (const uint8_t *)x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * (b0 + h));
+                    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+                    for (int q = 0; q < 8; q += 2) {
+                        a = _mm512_dpbusd_epi32(a, W[q], _mm512_set1_epi32((int)ld_u32(xq + 4 * q)));
+                        b = _mm512_dpbusd_epi32(b, W[q + 1], _mm512_set1_epi32((int)ld_u32(xq + 4 * q + 4)));
+                    }
+                    const int64_t xb = (i0 + t) * g * GROUP + b0 + h;
+                    const __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(a, b), _mm512_set1_epi32(16 * x->s[xb]));
+                    const __m512 term = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(x->d[xb])), _mm512_cvtepi32_ps(sumi));
+                    acc[t][2 * P + h] = _mm512_add_ps(acc[t][2 * P + h], term);
+                }
+            }
+        }
+    }
+    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
+    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
+    for (int t = 0; t < NT; t++) { /* lanes_reduce per lane */
+        const __m512 *a = acc[t];
+        __m512 s8[8], s4[4];
+        for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(a[l], a[l + 8]);
+        for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
+        __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
+        if (J->b) v = _mm512_add_ps(v, bias);
+        _mm512_mask_storeu_ps(J->y + (i0 + t) * J->ldy + j0, k, v);
+    }
+}
+
+/* Tiles [t0, t1) of 16 weight rows against all x rows. */
+QD_AVX512 static void kq5_range(void *arg, int64_t t0, int64_t t1) {
+    const qd_job *J = arg;
+    const ms_qweight *W = J->w;
+    const int64_t n = J->x->n;
+    const size_t tile_bytes = pack_tile_bytes(W);
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t j0 = 16 * t;
+        const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);
+        const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
+        for (int64_t i0 = 0; i0 < n; i0 += KQ5_NT) {
+            switch (n - i0 < KQ5_NT ? n - i0 : KQ5_NT) {
+            case 1: kq5_tile(J, pk, j0, mt, i0, 1); break;
+            case 2: kq5_tile(J, pk, j0, mt, i0, 2); break;
+            case 3: kq5_tile(J, pk, j0, mt, i0, 3); break;
+            default: kq5_tile(J, pk, j0, mt, i0, 4); break;
             }
         }
     }
@@ -1664,15 +1780,41 @@ typedef struct {
     uint8_t *out;
 } pack_job;
 
+/* Q5_0: unit P of tile t (the layout above) into o (11 slots of 64 bytes). */
+static void pack_q5_0_unit(const ms_qweight *w, int64_t t, int64_t P, uint8_t *o) {
+    memset(o, 0, (size_t)KQ5_WORDS * 64);
+    const int64_t nb = w->k / QK;
+    for (int j = 0; j < 16 && 16 * t + j < w->m; j++) {
+        const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * t + j) * w->row_bytes;
+        for (int h = 0; h < 2 && 2 * P + h < nb; h++) {
+            const uint8_t *blk = row + (size_t)(2 * P + h) * 22;
+            memcpy(o + 4 * j + 2 * h, blk, 2); /* d */
+            const uint32_t qh = ld_u32(blk + 2);
+            uint8_t *masks = o + 64 * (1 + 5 * h);
+            for (int q = 0; q < 8; q++)
+                for (int i = 0; i < 4; i++) {
+                    const int e = q < 4 ? 4 * q + i : 16 + 4 * (q - 4) + i, bit = 4 * j + i;
+                    if ((qh >> e) & 1u) masks[8 * q + bit / 8] |= (uint8_t)(1u << (bit % 8));
+                }
+            for (int q = 0; q < 4; q++) memcpy(o + 64 * (2 + 5 * h + q) + 4 * j, blk + 6 + 4 * q, 4);
+        }
+    }
+}
+
 static void pack_range(void *arg, int64_t t0, int64_t t1) {
     const pack_job *P = arg;
     const ms_qweight *w = P->w;
     const int words = pack_words(w->dtype);
-    const int64_t units = w->k / ms_dtype_block(w->dtype);
+    const int64_t units = (w->k + pack_unit(w->dtype) - 1) / pack_unit(w->dtype);
     const size_t unit_bytes = ms_dtype_block_bytes(w->dtype);
     for (int64_t t = t0; t < t1; t++) {
         uint8_t *o = P->out + (size_t)t * pack_tile_bytes(w);
-        for (int64_t u = 0; u < units; u++)
+        for (int64_t u = 0; u < units; u++) {
+            if (w->dtype == MS_DTYPE_Q5_0) {
+                pack_q5_0_unit(w, t, u, o);
+                o += (size_t)words * 64;
+                continue;
+            }
             for (int s = 0; s < words; s++, o += 64)
                 for (int j = 0; j < 16; j++) {
                     const int64_t r = 16 * t + j;
@@ -1683,6 +1825,7 @@ static void pack_range(void *arg, int64_t t0, int64_t t1) {
                                4);
                     else memset(o + 4 * j, 0, 4);
                 }
+        }
     }
 }
 
@@ -1695,10 +1838,11 @@ static ms_pool_fn kq_amx_fn(ms_dtype dt) {
     return NULL;
 }
 
-/* The VNNI Q4_K path over the tile layout for dt (Q4_K), or NULL. */
+/* The VNNI path over the tile layout for dt (Q4_K, Q5_0), or NULL. */
 static ms_pool_fn kq_fn(ms_dtype dt) {
 #if QD_X86
     if (simd_level() >= 1 && dt == MS_DTYPE_Q4_K) return kq4_range;
+    if (simd_level() >= 1 && dt == MS_DTYPE_Q5_0) return kq5_range;
 #endif
     (void)dt;
     return NULL;
