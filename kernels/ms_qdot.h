@@ -90,7 +90,8 @@ typedef struct {
                          * the AMX path's row tiles; room for n rounded up to 16 rows */
     float *d;           /* [n][16·groups(k)] block scales */
     int32_t *s;         /* [n][16·groups(k)] block sums Σq */
-    float *sf;          /* [n][16·groups(k)] the same sums as f32 (exact: |Σq| ≤ 32·127) */
+    int32_t *sh;        /* [n][16·groups(k)] each block's first half summed, Σ_{e<16} q (Q6_K's
+                         * VNNI path: its two 16-element scales need the halves' sums apart) */
     /* The per-super-block form (Q4_K), made when k is a multiple of 256: */
     bool has_k;         /* the last ms_q8_quantize filled qk, dk, sk */
     int8_t *qk;         /* [n][512·groups(k)] qk in element order (row stride 512·groups) */

@@ -103,7 +103,7 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     a->q = aligned_alloc(64, qb);
     a->qa = aligned_alloc(64, qb);
     a->qp = aligned_alloc(64, pb);
-    a->sf = aligned_alloc(64, fb);
+    a->sh = aligned_alloc(64, fb);
     if (a->qp) memset(a->qp, 0, pb);
     a->d = aligned_alloc(64, fb);
     a->s = aligned_alloc(64, fb);
@@ -116,7 +116,7 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     if (!ms_mul_size(((size_t)max_n + 7) / 8 * 8, (size_t)g * 2 * GROUP_Q, &zb)) zb = 0;
     a->qz = aligned_alloc(64, zb ? zb : 64);
     a->zw = aligned_alloc(64, zb ? zb / 16 : 64); /* 8 bytes a pair of 64 elements */
-    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sf || !a->qk || !a->uk || !a->ek || !a->sk || !a->qz ||
+    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sh || !a->qk || !a->uk || !a->ek || !a->sk || !a->qz ||
         !a->zw) {
         MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
                      (long long)max_k);
@@ -132,7 +132,7 @@ void ms_q8_act_free(ms_q8_act *a) {
     free(a->q);
     free(a->qa);
     free(a->qp);
-    free(a->sf);
+    free(a->sh);
     free(a->d);
     free(a->s);
     free(a->qk);
@@ -268,7 +268,8 @@ static void quant_range(void *arg, int64_t i0, int64_t i1) {
         const int64_t r = i / g, G = i % g;
         int8_t *qg = a->q + (size_t)i * GROUP_Q, *qag = a->qa + (size_t)i * GROUP_Q;
         int8_t *pr = a->qp + (size_t)(r * g) * GROUP_Q;
-        float *dr = a->d + r * g * GROUP, *fr = a->sf + r * g * GROUP;
+        float *dr = a->d + r * g * GROUP;
+        int32_t *hr = a->sh + r * g * GROUP;
         int32_t *sr = a->s + r * g * GROUP;
         for (int64_t b = G * GROUP; b < (G + 1) * GROUP; b++) {
             const int j = (int)(b % GROUP);
@@ -279,14 +280,16 @@ static void quant_range(void *arg, int64_t i0, int64_t i1) {
                 else
 #endif
                     quantize_block(J->x + r * k + b * QK, qg, qag, j, pr + b * QK, &dr[b], &sr[b]);
-                fr[b] = (float)sr[b];
+                int32_t h = 0;
+                for (int e = 0; e < QK / 2; e++) h += pr[b * QK + e];
+                hr[b] = h;
             } else { /* padding: contributes +0 to its lane */
                 for (int t = 0; t < 8; t++) memset(qg + 64 * t + 4 * j, 0, 4);
                 memset(qag + pair_offset(j), 0, QK);
                 memset(pr + b * QK, 0, QK);
                 dr[b] = 0.0f;
                 sr[b] = 0;
-                fr[b] = 0.0f;
+                hr[b] = 0;
             }
         }
     }
@@ -1240,6 +1243,118 @@ QD_AVX512 static void kq5_range(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
+/* ---- Q6_K on VNNI, 16 weight rows a vector ---------------------------------
+ *
+ * Q6_K products below the AMX path's rows (decode, small verifies) over the
+ * tile layout (ms_qdot_pack; the same words the AMX prep reads): lane j =
+ * weight row 16t + j. Block (h, c) of a super-block (h = half, c = 0..3)
+ * takes its quad q from ql word 16h + 8(c % 2) + q (nibble c / 2) and qh word
+ * 32 + 8h + q (bits 2c), unsigned q = 0..63, unpacked once for NT ≤ 4 x
+ * rows; per x row, 4 + 4 vpdpbusd give the two 16-element halves' sums,
+ * less 32·(x's half sum) the twin's exact lo and hi; sc₀·lo + sc₁·hi in f32
+ * is exact (ms_qdot.h bounds, as on AMX) and so equals the twin's
+ * (float)sumi; then term = (d·dx)·that into accumulator b mod 16, the twin's
+ * order and tree: the same bits for any NT and thread split. */
+
+enum { KQ6_NT = 4, KQ6_WORDS = 53 };
+
+/* Scale s (0..15) of each lane's super-block from its scale words sw[4], as f32. */
+QD_INLINE __m512 kq6_scale(const __m512i sw[4], int s) {
+    return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sw[s / 4], 24 - 8 * (s % 4)), 24));
+}
+
+/* NT x rows from i0 against the tile at pk (its rows j0.., mt of them). */
+QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
+    const size_t xs = (size_t)g * GROUP_Q;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[KQ6_NT][GROUP];
+    for (int t = 0; t < NT; t++)
+        for (int l = 0; l < GROUP; l++) acc[t][l] = _mm512_setzero_ps();
+    for (int64_t S2 = 0; S2 < ns; S2 += 2)
+#pragma GCC unroll 2
+        for (int s2 = 0; s2 < 2; s2++) {
+            const int64_t S = S2 + s2;
+            if (S >= ns) break;
+            const uint8_t *u = pk + (size_t)S * KQ6_WORDS * 64;
+            const __m512 d = _mm512_cvtph_ps(
+                _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_load_si512((const void *)(u + 64 * 52)), 16)));
+            __m512i sw[4];
+            for (int w = 0; w < 4; w++) sw[w] = _mm512_load_si512((const void *)(u + 64 * (48 + w)));
+            for (int h = 0; h < 2; h++) {
+                __m512i qh[8];
+                for (int q = 0; q < 8; q++) qh[q] = _mm512_load_si512((const void *)(u + 64 * (32 + 8 * h + q)));
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    if (KQ4_PF > 0 && i0 == 0) /* the first pass streams the tile: fetch ahead (53 lines a super-block) */
+                        for (int l = 0; l < 7; l++)
+                            _mm_prefetch((const char *)u + KQ4_PF + 64 * (7 * (4 * h + c) + l), _MM_HINT_T0);
+                    __m512i W[8];
+                    for (int q = 0; q < 8; q++) {
+                        const __m512i v = _mm512_load_si512((const void *)(u + 64 * (16 * h + 8 * (c % 2) + q)));
+                        const __m512i nib = c < 2 ? v : _mm512_srli_epi16(v, 4);
+                        const __m512i hb = c == 0   ? _mm512_slli_epi16(qh[q], 4)
+                                           : c == 1 ? _mm512_slli_epi16(qh[q], 2)
+                                           : c == 2 ? qh[q]
+                                                    : _mm512_srli_epi16(qh[q], 2);
+                        W[q] = _mm512_or_si512(_mm512_and_si512(nib, m4), _mm512_and_si512(hb, m30));
+                    }
+                    const int j = 4 * h + c, lane = (int)(8 * (S % 2)) + j;
+                    const __m512 sc0 = kq6_scale(sw, 2 * j), sc1 = kq6_scale(sw, 2 * j + 1);
+                    for (int t = 0; t < NT; t++) {
+                        const int64_t b = 8 * S + j, xb = (i0 + t) * g * GROUP + b;
+                        const uint8_t *xq = (const uint8_t *)x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
+                        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                        for (int q = 0; q < 4; q++) {
+                            lo = _mm512_dpbusd_epi32(lo, W[q], _mm512_set1_epi32((int)ld_u32(xq + 4 * q)));
+                            hi = _mm512_dpbusd_epi32(hi, W[q + 4], _mm512_set1_epi32((int)ld_u32(xq + 4 * q + 16)));
+                        }
+                        const int32_t slo = x->sh[xb], shi = x->s[xb] - slo;
+                        lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * slo));
+                        hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * shi));
+                        const __m512 sf = _mm512_add_ps(_mm512_mul_ps(sc0, _mm512_cvtepi32_ps(lo)),
+                                                        _mm512_mul_ps(sc1, _mm512_cvtepi32_ps(hi)));
+                        const __m512 term = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(x->d[xb])), sf);
+                        acc[t][lane] = _mm512_add_ps(acc[t][lane], term);
+                    }
+                }
+            }
+        }
+    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
+    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
+    for (int t = 0; t < NT; t++) { /* lanes_reduce per lane */
+        const __m512 *a = acc[t];
+        __m512 s8[8], s4[4];
+        for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(a[l], a[l + 8]);
+        for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
+        __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
+        if (J->b) v = _mm512_add_ps(v, bias);
+        _mm512_mask_storeu_ps(J->y + (i0 + t) * J->ldy + j0, k, v);
+    }
+}
+
+/* Tiles [t0, t1) of 16 weight rows against all x rows. */
+QD_AVX512 static void kq6_range(void *arg, int64_t t0, int64_t t1) {
+    const qd_job *J = arg;
+    const ms_qweight *W = J->w;
+    const int64_t n = J->x->n;
+    const size_t tile_bytes = pack_tile_bytes(W);
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t j0 = 16 * t;
+        const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);
+        const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
+        for (int64_t i0 = 0; i0 < n; i0 += KQ6_NT) {
+            switch (n - i0 < KQ6_NT ? n - i0 : KQ6_NT) {
+            case 1: kq6_tile(J, pk, j0, mt, i0, 1); break;
+            case 2: kq6_tile(J, pk, j0, mt, i0, 2); break;
+            case 3: kq6_tile(J, pk, j0, mt, i0, 3); break;
+            default: kq6_tile(J, pk, j0, mt, i0, 4); break;
+            }
+        }
+    }
+}
+
 /* ---- AMX (n ≥ AMX_MIN rows; Q6_K, Q8_0) ---------------------------------------
  *
  * The same definition with the integer block sums from AMX tiles. Work unit:
@@ -1838,11 +1953,12 @@ static ms_pool_fn kq_amx_fn(ms_dtype dt) {
     return NULL;
 }
 
-/* The VNNI path over the tile layout for dt (Q4_K, Q5_0), or NULL. */
+/* The VNNI path over the tile layout for dt (Q4_K, Q5_0, Q6_K), or NULL. */
 static ms_pool_fn kq_fn(ms_dtype dt) {
 #if QD_X86
     if (simd_level() >= 1 && dt == MS_DTYPE_Q4_K) return kq4_range;
     if (simd_level() >= 1 && dt == MS_DTYPE_Q5_0) return kq5_range;
+    if (simd_level() >= 1 && dt == MS_DTYPE_Q6_K) return kq6_range;
 #endif
     (void)dt;
     return NULL;
@@ -1906,14 +2022,14 @@ static qd_plan plan_of(float *y, const ms_q8_act *x, const ms_qweight *w, const 
         p.fn = kq_amx_fn(w->dtype);
         p.items = (w->m + 15) / 16;
         p.grain = 2;
-    } else if (w->tiles && kq_fn(w->dtype)) { /* packed K-quants: 16 weight rows a vector */
-        p.fn = kq_fn(w->dtype);
-        p.items = (w->m + 15) / 16;
-        p.grain = 2;
     } else if (amx) {
         p.fn = amx;
         p.items = (w->m + 15) / 16;
         p.grain = 1;
+    } else if (w->tiles && kq_fn(w->dtype)) { /* packed Q4_K, Q5_0, Q6_K: 16 weight rows a vector */
+        p.fn = kq_fn(w->dtype);
+        p.items = (w->m + 15) / 16;
+        p.grain = 2;
     } else {
         p.fn = range_fn(w->dtype);
         p.items = w->m;
