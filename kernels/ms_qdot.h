@@ -154,15 +154,16 @@ void ms_qdot_linear_rows_ref(float *y, const ms_q8_act *x, const ms_qweight *w, 
  * that word of the 16 rows, row j in bytes 4j..4j+3. The values read are
  * the same, so the results are the same bits with or without it (the
  * tests check both). It is made where the AMX path runs (the CPU has
- * AMX-INT8, MS_NO_AMX unset; Q6_K, Q8_0) and, for Q4_K and Q5_0, wherever
+ * AMX-INT8, MS_NO_AMX unset; Q8_0) and, for Q4_K, Q5_0 and Q6_K, wherever
  * the CPU has AVX-512 VNNI: Q4_K's VNNI path reads only the tile layout
  * (every n, one row included; an unpacked Q4_K weight takes the scalar
- * twin), and so does Q5_0's when packed (16 weight rows a vector: no
- * transpose, its one-row product reads at the memory's speed where the
- * row-major path could not; a pair of blocks a unit, the fifth bits stored
- * as byte masks). Elsewhere w->tiles stays NULL. The copy is as large as
- * the weight (Q8_0 6 %, Q6_K 1 % larger); single-row Q6_K / Q8_0 products
- * keep reading w->data. Free with ms_qdot_pack_free. */
+ * twin), and so do Q5_0's and Q6_K's when packed, below the AMX rows (16
+ * weight rows a vector: no transpose, no horizontal sums, so the one-row
+ * product reads at the memory's speed where the row-major path could not;
+ * Q5_0 a pair of blocks a unit, its fifth bits stored as byte masks).
+ * Elsewhere w->tiles stays NULL. The copy is as large as the weight (Q8_0
+ * 6 %, Q6_K 1 % larger); single-row Q8_0 products keep reading w->data.
+ * Free with ms_qdot_pack_free. */
 ms_status ms_qdot_pack(ms_qweight *w);
 void ms_qdot_pack_free(ms_qweight *w);
 /* Bytes ms_qdot_pack would allocate for w (0 where it makes none). */
