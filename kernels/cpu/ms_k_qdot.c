@@ -1028,7 +1028,7 @@ QD_SIMD_RANGE(simd_range_q6_k, MS_DTYPE_Q6_K)
  * operations on the same integers in the same order: the same bits, for
  * any NT and thread split. */
 
-enum { KQ4_NT = 4, KQ4_WORDS = 36 };
+enum { KQ_NT = 4, KQ4_WORDS = 36 };
 /* Software prefetch distance in the tile stream (bytes; 0: off). */
 #ifndef KQ4_PF
 #define KQ4_PF 4608
@@ -1079,7 +1079,7 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
     const size_t xs = (size_t)g * GROUP_Q;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc[KQ4_NT][2];
+    __m512 acc[KQ_NT][2];
     for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     for (int64_t S = 0; S < ns; S++) {
         const uint8_t *u = pk + (size_t)S * KQ4_WORDS * 64;
@@ -1087,7 +1087,7 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
         kq4_d(u, &d, &dmin);
         const __m512i u0 = _mm512_load_si512((const void *)(u + 64)), u1 = _mm512_load_si512((const void *)(u + 128)),
                       u2 = _mm512_load_si512((const void *)(u + 192));
-        __m512i I[KQ4_NT], M[KQ4_NT];
+        __m512i I[KQ_NT], M[KQ_NT];
         for (int t = 0; t < NT; t++) I[t] = M[t] = _mm512_setzero_si512();
         for (int sb = 0; sb < 8; sb++) {
             if (KQ4_PF > 0 && i0 == 0 && x->n >= KQ4_PF_MIN) /* the first pass streams the tile: fetch ahead (36 lines a super-block) */
@@ -1121,26 +1121,30 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     kq4_store(J, (const __m512(*)[2])acc, j0, mt, i0, NT);
 }
 
-/* Tiles [t0, t1) of 16 weight rows against all x rows. */
-QD_AVX512 static void kq4_range(void *arg, int64_t t0, int64_t t1) {
-    const qd_job *J = arg;
-    const ms_qweight *W = J->w;
-    const int64_t n = J->x->n;
-    const size_t tile_bytes = (size_t)(W->k / QK_K) * KQ4_WORDS * 64;
-    for (int64_t t = t0; t < t1; t++) {
-        const int64_t j0 = 16 * t;
-        const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);
-        const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
-        for (int64_t i0 = 0; i0 < n; i0 += KQ4_NT) {
-            switch (n - i0 < KQ4_NT ? n - i0 : KQ4_NT) {
-            case 1: kq4_tile(J, pk, j0, mt, i0, 1); break;
-            case 2: kq4_tile(J, pk, j0, mt, i0, 2); break;
-            case 3: kq4_tile(J, pk, j0, mt, i0, 3); break;
-            default: kq4_tile(J, pk, j0, mt, i0, 4); break;
-            }
-        }
+/* Tiles [t0, t1) of 16 weight rows against all x rows, up to KQ_NT x rows
+ * a pass of TILE (kq4_tile, kq5_tile, kq6_tile: one weight format each). */
+#define KQ_RANGE(NAME, TILE)                                                           \
+    QD_AVX512 static void NAME(void *arg, int64_t t0, int64_t t1) {                    \
+        const qd_job *J = arg;                                                         \
+        const ms_qweight *W = J->w;                                                    \
+        const int64_t n = J->x->n;                                                     \
+        const size_t tile_bytes = pack_tile_bytes(W);                                  \
+        for (int64_t t = t0; t < t1; t++) {                                            \
+            const int64_t j0 = 16 * t;                                                 \
+            const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);                    \
+            const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;    \
+            for (int64_t i0 = 0; i0 < n; i0 += KQ_NT) {                               \
+                switch (n - i0 < KQ_NT ? n - i0 : KQ_NT) {                           \
+                case 1: TILE(J, pk, j0, mt, i0, 1); break;                             \
+                case 2: TILE(J, pk, j0, mt, i0, 2); break;                             \
+                case 3: TILE(J, pk, j0, mt, i0, 3); break;                             \
+                default: TILE(J, pk, j0, mt, i0, 4); break;                            \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
     }
-}
+
+KQ_RANGE(kq4_range, kq4_tile)
 
 /* ---- Q5_0 on VNNI, 16 weight rows a vector ---------------------------------
  *
@@ -1156,10 +1160,25 @@ QD_AVX512 static void kq4_range(void *arg, int64_t t0, int64_t t1) {
  * steps in the twin's order, reduced by its tree at the end: the same bits
  * for any NT and thread split. */
 
-enum { KQ5_NT = 4 };
 #ifndef KQ5_PF
 #define KQ5_PF 4096
 #endif
+
+/* y rows i0 .. i0 + nt − 1, the tile's mt columns from j0: per lane, the
+ * twin's tree (lanes_reduce) over the 16 block accumulators acc[t] (+ bias). */
+QD_INLINE void kq_lanes_store(const qd_job *J, const __m512 (*acc)[GROUP], int64_t j0, int mt, int64_t i0, int nt) {
+    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
+    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
+    for (int t = 0; t < nt; t++) {
+        const __m512 *a = acc[t];
+        __m512 s8[8], s4[4];
+        for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(a[l], a[l + 8]);
+        for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
+        __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
+        if (J->b) v = _mm512_add_ps(v, bias);
+        _mm512_mask_storeu_ps(J->y + (i0 + t) * J->ldy + j0, k, v);
+    }
+}
 
 /* NT x rows from i0 against the tile at pk (its rows j0.., mt of them). */
 QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
@@ -1167,7 +1186,7 @@ QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
     const size_t xs = (size_t)g * GROUP_Q;
     const __m512i m4 = _mm512_set1_epi8(0x0F), k16 = _mm512_set1_epi8(0x10);
-    __m512 acc[KQ5_NT][GROUP];
+    __m512 acc[KQ_NT][GROUP];
     for (int t = 0; t < NT; t++)
         for (int l = 0; l < GROUP; l++) acc[t][l] = _mm512_setzero_ps();
     for (int64_t gi = 0; gi < g; gi++) {
@@ -1209,39 +1228,10 @@ QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
             }
         }
     }
-    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
-    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
-    for (int t = 0; t < NT; t++) { /* lanes_reduce per lane */
-        const __m512 *a = acc[t];
-        __m512 s8[8], s4[4];
-        for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(a[l], a[l + 8]);
-        for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
-        __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
-        if (J->b) v = _mm512_add_ps(v, bias);
-        _mm512_mask_storeu_ps(J->y + (i0 + t) * J->ldy + j0, k, v);
-    }
+    kq_lanes_store(J, (const __m512(*)[GROUP])acc, j0, mt, i0, NT);
 }
 
-/* Tiles [t0, t1) of 16 weight rows against all x rows. */
-QD_AVX512 static void kq5_range(void *arg, int64_t t0, int64_t t1) {
-    const qd_job *J = arg;
-    const ms_qweight *W = J->w;
-    const int64_t n = J->x->n;
-    const size_t tile_bytes = pack_tile_bytes(W);
-    for (int64_t t = t0; t < t1; t++) {
-        const int64_t j0 = 16 * t;
-        const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);
-        const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
-        for (int64_t i0 = 0; i0 < n; i0 += KQ5_NT) {
-            switch (n - i0 < KQ5_NT ? n - i0 : KQ5_NT) {
-            case 1: kq5_tile(J, pk, j0, mt, i0, 1); break;
-            case 2: kq5_tile(J, pk, j0, mt, i0, 2); break;
-            case 3: kq5_tile(J, pk, j0, mt, i0, 3); break;
-            default: kq5_tile(J, pk, j0, mt, i0, 4); break;
-            }
-        }
-    }
-}
+KQ_RANGE(kq5_range, kq5_tile)
 
 /* ---- Q6_K on VNNI, 16 weight rows a vector ---------------------------------
  *
@@ -1256,7 +1246,7 @@ QD_AVX512 static void kq5_range(void *arg, int64_t t0, int64_t t1) {
  * (float)sumi; then term = (d·dx)·that into accumulator b mod 16, the twin's
  * order and tree: the same bits for any NT and thread split. */
 
-enum { KQ6_NT = 4, KQ6_WORDS = 53 };
+enum { KQ6_WORDS = 53 };
 
 /* Scale s (0..15) of each lane's super-block from its scale words sw[4], as f32. */
 QD_INLINE __m512 kq6_scale(const __m512i sw[4], int s) {
@@ -1269,7 +1259,7 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
     const size_t xs = (size_t)g * GROUP_Q;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    __m512 acc[KQ6_NT][GROUP];
+    __m512 acc[KQ_NT][GROUP];
     for (int t = 0; t < NT; t++)
         for (int l = 0; l < GROUP; l++) acc[t][l] = _mm512_setzero_ps();
     for (int64_t S2 = 0; S2 < ns; S2 += 2)
@@ -1321,39 +1311,10 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
                 }
             }
         }
-    const __mmask16 k = (__mmask16)((1u << mt) - 1u);
-    const __m512 bias = J->b ? _mm512_maskz_loadu_ps(k, J->b + j0) : _mm512_setzero_ps();
-    for (int t = 0; t < NT; t++) { /* lanes_reduce per lane */
-        const __m512 *a = acc[t];
-        __m512 s8[8], s4[4];
-        for (int l = 0; l < 8; l++) s8[l] = _mm512_add_ps(a[l], a[l + 8]);
-        for (int l = 0; l < 4; l++) s4[l] = _mm512_add_ps(s8[l], s8[l + 4]);
-        __m512 v = _mm512_add_ps(_mm512_add_ps(s4[0], s4[2]), _mm512_add_ps(s4[1], s4[3]));
-        if (J->b) v = _mm512_add_ps(v, bias);
-        _mm512_mask_storeu_ps(J->y + (i0 + t) * J->ldy + j0, k, v);
-    }
+    kq_lanes_store(J, (const __m512(*)[GROUP])acc, j0, mt, i0, NT);
 }
 
-/* Tiles [t0, t1) of 16 weight rows against all x rows. */
-QD_AVX512 static void kq6_range(void *arg, int64_t t0, int64_t t1) {
-    const qd_job *J = arg;
-    const ms_qweight *W = J->w;
-    const int64_t n = J->x->n;
-    const size_t tile_bytes = pack_tile_bytes(W);
-    for (int64_t t = t0; t < t1; t++) {
-        const int64_t j0 = 16 * t;
-        const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);
-        const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
-        for (int64_t i0 = 0; i0 < n; i0 += KQ6_NT) {
-            switch (n - i0 < KQ6_NT ? n - i0 : KQ6_NT) {
-            case 1: kq6_tile(J, pk, j0, mt, i0, 1); break;
-            case 2: kq6_tile(J, pk, j0, mt, i0, 2); break;
-            case 3: kq6_tile(J, pk, j0, mt, i0, 3); break;
-            default: kq6_tile(J, pk, j0, mt, i0, 4); break;
-            }
-        }
-    }
-}
+KQ_RANGE(kq6_range, kq6_tile)
 
 /* ---- AMX (n ≥ AMX_MIN rows; Q6_K, Q8_0) ---------------------------------------
  *
