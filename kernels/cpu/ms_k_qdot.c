@@ -854,13 +854,23 @@ QD_INLINE void kq_d(uint16_t d0, uint16_t d1, uint16_t m0, uint16_t m1, __m512 *
     *mv = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), f);
 }
 
+/* Q6_K's unsigned q (0..63) of block c (0..3) of a half, bytewise, from the
+ * half's ql word of the quad (nibble c / 2) and its qh word (bits 2c). */
+QD_INLINE __m512i q6_quad(__m512i ql, __m512i qh, int c) {
+    const __m512i nib = c < 2 ? ql : _mm512_srli_epi16(ql, 4);
+    const __m512i hb = c == 0   ? _mm512_slli_epi16(qh, 4)
+                       : c == 1 ? _mm512_slli_epi16(qh, 2)
+                       : c == 2 ? qh
+                                : _mm512_srli_epi16(qh, 2);
+    return _mm512_or_si512(_mm512_and_si512(nib, _mm512_set1_epi8(0x0F)), _mm512_and_si512(hb, _mm512_set1_epi8(0x30)));
+}
+
 /* Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: block j = super-block
  * j/8, half h = (j%8)/4, c = j%4: low nibble c/2 of ql[64h + 32·(c%2) + l],
  * top bits 2c of qh[32h + l]. [ql 0-31 | 64-95] holds c = 0 (low) and 2
  * (high) of both halves, [ql 32-63 | 96-127] c = 1 and 3, qh[0..63] the top
  * bits of both halves: A[i] directly. Unsigned q (offset 32). */
 QD_INLINE void unpack_q6_k(const uint8_t *base, int nv, wgroup *W) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     __m512i A[8], sv[2];
     uint16_t d[2] = {0, 0};
     for (int S = 0; S < 2; S++) {
@@ -868,12 +878,7 @@ QD_INLINE void unpack_q6_k(const uint8_t *base, int nv, wgroup *W) {
         const uint8_t *p = base + (size_t)S * 210;
         const __m512i La = ld_2x256(p, p + 64, ok), Lb = ld_2x256(p + 32, p + 96, ok);
         const __m512i H = ok ? _mm512_loadu_si512((const void *)(p + 128)) : _mm512_setzero_si512();
-        A[4 * S + 0] = _mm512_or_si512(_mm512_and_si512(La, m4), _mm512_and_si512(_mm512_slli_epi16(H, 4), m30));
-        A[4 * S + 1] = _mm512_or_si512(_mm512_and_si512(Lb, m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m30));
-        A[4 * S + 2] =
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(La, 4), m4), _mm512_and_si512(H, m30));
-        A[4 * S + 3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(Lb, 4), m4),
-                                       _mm512_and_si512(_mm512_srli_epi16(H, 2), m30));
+        for (int c = 0; c < 4; c++) A[4 * S + c] = q6_quad(c % 2 ? Lb : La, H, c);
         sv[S] = ok ? _mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)(p + 192))) : _mm512_setzero_si512();
         d[S] = ok ? ld_u16(p + 208) : 0;
     }
@@ -1047,11 +1052,17 @@ QD_INLINE __m512i kq4_scale(__m512i u0, __m512i u1, __m512i u2, int s, int mn) {
                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(mn ? u1 : u0, t + 6), k3), 4));
 }
 
+/* f16 in the low (hi = 0) or high half of each 32-bit lane, as f32. */
+QD_INLINE __m512 f16_half(__m512i v, int hi) {
+    if (hi) v = _mm512_srli_epi32(v, 16);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
 /* The f16 d (low half) and dmin (high half) of each lane's super-block, as f32. */
 QD_INLINE void kq4_d(const uint8_t *u, __m512 *d, __m512 *dmin) {
     const __m512i dd = _mm512_load_si512((const void *)u);
-    *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
-    *dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    *d = f16_half(dd, 0);
+    *dmin = f16_half(dd, 1);
 }
 
 /* A super-block's term t_S = (d·uk)·(float)I − (dmin·uk)·(float)M (ms_qdot.h). */
@@ -1201,7 +1212,7 @@ QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 if (b0 + h >= nb) break;
-                const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h ? _mm512_srli_epi32(dd, 16) : dd));
+                const __m512 d = f16_half(dd, h);
                 const uint8_t *wb = u + 64 * (size_t)(1 + 5 * h);
                 __m512i W[8];
                 for (int q = 0; q < 4; q++) {
@@ -1248,7 +1259,8 @@ KQ_RANGE(kq5_range, kq5_tile)
 
 enum { KQ6_WORDS = 53 };
 
-/* Scale s (0..15) of each lane's super-block from its scale words sw[4], as f32. */
+/* Int8 scale s (0..15) of each lane's super-block (byte s % 4 of its scale
+ * word s / 4, sw[4]), as f32. */
 QD_INLINE __m512 kq6_scale(const __m512i sw[4], int s) {
     return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sw[s / 4], 24 - 8 * (s % 4)), 24));
 }
@@ -1258,7 +1270,6 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     const ms_q8_act *x = J->x;
     const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
     const size_t xs = (size_t)g * GROUP_Q;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     __m512 acc[KQ_NT][GROUP];
     for (int t = 0; t < NT; t++)
         for (int l = 0; l < GROUP; l++) acc[t][l] = _mm512_setzero_ps();
@@ -1268,8 +1279,7 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
             const int64_t S = S2 + s2;
             if (S >= ns) break;
             const uint8_t *u = pk + (size_t)S * KQ6_WORDS * 64;
-            const __m512 d = _mm512_cvtph_ps(
-                _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_load_si512((const void *)(u + 64 * 52)), 16)));
+            const __m512 d = f16_half(_mm512_load_si512((const void *)(u + 64 * 52)), 1);
             __m512i sw[4];
             for (int w = 0; w < 4; w++) sw[w] = _mm512_load_si512((const void *)(u + 64 * (48 + w)));
             for (int h = 0; h < 2; h++) {
@@ -1281,15 +1291,8 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
                         for (int l = 0; l < 7; l++)
                             _mm_prefetch((const char *)u + KQ4_PF + 64 * (7 * (4 * h + c) + l), _MM_HINT_T0);
                     __m512i W[8];
-                    for (int q = 0; q < 8; q++) {
-                        const __m512i v = _mm512_load_si512((const void *)(u + 64 * (16 * h + 8 * (c % 2) + q)));
-                        const __m512i nib = c < 2 ? v : _mm512_srli_epi16(v, 4);
-                        const __m512i hb = c == 0   ? _mm512_slli_epi16(qh[q], 4)
-                                           : c == 1 ? _mm512_slli_epi16(qh[q], 2)
-                                           : c == 2 ? qh[q]
-                                                    : _mm512_srli_epi16(qh[q], 2);
-                        W[q] = _mm512_or_si512(_mm512_and_si512(nib, m4), _mm512_and_si512(hb, m30));
-                    }
+                    for (int q = 0; q < 8; q++)
+                        W[q] = q6_quad(_mm512_load_si512((const void *)(u + 64 * (16 * h + 8 * (c % 2) + q))), qh[q], c);
                     const int j = 4 * h + c, lane = (int)(8 * (S % 2)) + j;
                     const __m512 sc0 = kq6_scale(sw, 2 * j), sc1 = kq6_scale(sw, 2 * j + 1);
                     for (int t = 0; t < NT; t++) {
@@ -1394,12 +1397,6 @@ QD_AMX_INLINE __m512i amx_gather(const uint8_t *base, __m512i idx, __mmask16 k, 
     return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, idx, base + off, 1);
 }
 
-/* f16 in the low (hi = 0) or high half of each 32-bit lane, as f32. */
-QD_AMX_INLINE __m512 amx_f16(__m512i v, int hi) {
-    if (hi) v = _mm512_srli_epi32(v, 16);
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
-}
-
 /* Where the prep below reads a unit's words: 16-lane gathers from the
  * tile's rows in place (w: the unit in the tile's first row, idx: the
  * rows' byte offsets, k: the rows that exist), or, when the weight is
@@ -1418,16 +1415,15 @@ QD_AMX_INLINE __m512i amx_word(const amx_src *s, size_t off, ms_dtype DT) {
 /* A Q6_K super-block of the tile's rows: B tiles of q − 32 (signed), a = d, sc0/sc1. */
 QD_AMX_INLINE void amx_prep_q6_k(amx_wbuf *X, const amx_src *S) {
     const ms_dtype DT = MS_DTYPE_Q6_K;
-    const __m512 d = amx_f16(amx_word(S, 206, DT), 1); /* bytes 208-209, inside the block */
+    const __m512 d = f16_half(amx_word(S, 206, DT), 1); /* bytes 208-209, inside the block */
     __m512i sv[4];
     for (int i = 0; i < 4; i++) sv[i] = amx_word(S, 192 + 4 * (size_t)i, DT);
     for (int c = 0; c < 8; c++) {
         _mm512_store_ps(X->a[c], d);
-        const int s0 = 2 * c, s1 = 2 * c + 1; /* int8 scales[s]: byte s%4 of word s/4 */
-        _mm512_store_ps(X->sc0[c], _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sv[s0 / 4], 24 - 8 * (s0 % 4)), 24)));
-        _mm512_store_ps(X->sc1[c], _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sv[s1 / 4], 24 - 8 * (s1 % 4)), 24)));
+        _mm512_store_ps(X->sc0[c], kq6_scale(sv, 2 * c));
+        _mm512_store_ps(X->sc1[c], kq6_scale(sv, 2 * c + 1));
     }
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3), k32 = _mm512_set1_epi8(32);
+    const __m512i k32 = _mm512_set1_epi8(32);
     for (int h = 0; h < 2; h++)
         for (int q = 0; q < 8; q++) {
             const __m512i qh = amx_word(S, 128 + 32 * (size_t)h + 4 * (size_t)q, DT);
@@ -1435,10 +1431,7 @@ QD_AMX_INLINE void amx_prep_q6_k(amx_wbuf *X, const amx_src *S) {
                 const __m512i ql = amx_word(S, 64 * (size_t)h + 32 * (size_t)cp + 4 * (size_t)q, DT);
                 for (int hb = 0; hb < 2; hb++) {
                     const int cc = cp + 2 * hb;
-                    const __m512i lo = _mm512_and_si512(_mm512_srli_epi16(ql, 4 * hb), m4);
-                    const __m512i hi = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2 * cc), m3), 4);
-                    _mm512_store_si512((void *)(X->b[4 * h + cc] + 64 * q),
-                                       _mm512_sub_epi8(_mm512_or_si512(lo, hi), k32));
+                    _mm512_store_si512((void *)(X->b[4 * h + cc] + 64 * q), _mm512_sub_epi8(q6_quad(ql, qh, cc), k32));
                 }
             }
         }
@@ -1447,7 +1440,7 @@ QD_AMX_INLINE void amx_prep_q6_k(amx_wbuf *X, const amx_src *S) {
 /* A Q8_0 block of the tile's rows (into slot 0): B tile of q, a = d. */
 QD_AMX_INLINE void amx_prep_q8_0(amx_wbuf *X, const amx_src *S) {
     const ms_dtype DT = MS_DTYPE_Q8_0;
-    _mm512_store_ps(X->a[0], amx_f16(amx_word(S, 0, DT), 0));
+    _mm512_store_ps(X->a[0], f16_half(amx_word(S, 0, DT), 0));
     for (int q = 0; q < 8; q++)
         _mm512_store_si512((void *)(X->b[0] + 64 * q), amx_word(S, 2 + 4 * (size_t)q, DT));
 }
