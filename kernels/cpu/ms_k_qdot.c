@@ -1639,8 +1639,8 @@ QD_AMX static void amx_range_q8_0(void *arg, int64_t t0, int64_t t1) { amx_range
  * integers are exact and the f32
  * steps the twin's, so the bits are those of the twin and of the VNNI
  * path, for any n and thread split. x rows go 8 at a time (a 16-row A
- * tile); a pair's tile products are issued before the previous pair's C
- * is turned into terms, on two tile sets (tiles are not renamed). */
+ * tile); the pairs run as a software pipeline on two tile sets (see
+ * kq4a_chunk). */
 
 enum { KQ4A_X = 8 };
 
@@ -1665,34 +1665,47 @@ QD_AMX_INLINE void kq4a_config(int rows) {
     _tile_loadconfig(&cfg);
 }
 
-/* Pair p of the super-block at u (packed words) against the A rows at za:
- * B into the scratch, the product into set `set`'s C, stored. pf: 9 lines
- * to prefetch (NULL: none; a prefetch never faults). */
-QD_AMX_INLINE void kq4a_issue(kq4a_scratch *X, const uint8_t *u, const int8_t *za, int p, int set,
-                              const uint8_t *pf) {
+/* B of pair p of the super-block at u (packed words) into scratch buffer
+ * `buf`. pf: 9 lines to prefetch (NULL: none; a prefetch never faults). */
+QD_AMX_INLINE void kq4a_prep(kq4a_scratch *X, const uint8_t *u, int p, int buf, const uint8_t *pf) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const uint8_t *wq = u + 64 * (size_t)(4 + 8 * p);
     if (pf)
         for (int l = 0; l < 9; l++) _mm_prefetch((const char *)pf + 64 * l, _MM_HINT_T0);
-    uint8_t *b = X->b[set];
+    uint8_t *b = X->b[buf];
     for (int q = 0; q < 8; q++) {
         const __m512i v = _mm512_load_si512((const void *)(wq + 64 * q));
         _mm512_store_si512((void *)(b + 64 * q), _mm512_and_si512(v, m4));
         _mm512_store_si512((void *)(b + 64 * (8 + q)), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
     }
+}
+
+/* Pair i of the tile at pk (super-block i / 4, pair i mod 4) into buffer
+ * i mod 2; pf: fetch the pair's lines KQ4_PF bytes ahead. */
+QD_AMX_INLINE void kq4a_prep_at(kq4a_scratch *X, const uint8_t *pk, int64_t i, bool pf) {
+    const uint8_t *u = pk + (size_t)(i / 4) * KQ4_WORDS * 64;
+    kq4a_prep(X, u, (int)(i % 4), (int)(i & 1), pf ? pk + (size_t)i * 9 * 64 + KQ4_PF : NULL);
+}
+
+/* The product of buffer `set`'s B and the A rows at za into tile set
+ * `set`'s C, left in the tile (kq4a_store). */
+QD_AMX_INLINE void kq4a_tiles(const kq4a_scratch *X, const int8_t *za, int set) {
     if (set == 0) {
-        QD_TILE_LOAD(1, b, 64);
+        QD_TILE_LOAD(1, X->b[0], 64);
         QD_TILE_LOAD(0, za, 64);
         QD_TILE_ZERO(2);
         QD_TILE_DPBSUD(2, 0, 1);
-        QD_TILE_STORE(2, X->c[0], 64);
     } else {
-        QD_TILE_LOAD(4, b, 64);
+        QD_TILE_LOAD(4, X->b[1], 64);
         QD_TILE_LOAD(3, za, 64);
         QD_TILE_ZERO(5);
         QD_TILE_DPBSUD(5, 3, 4);
-        QD_TILE_STORE(5, X->c[1], 64);
     }
+}
+
+QD_AMX_INLINE void kq4a_store(kq4a_scratch *X, int set) {
+    if (set == 0) QD_TILE_STORE(2, X->c[0], 64);
+    else QD_TILE_STORE(5, X->c[1], 64);
 }
 
 /* x rows [c0, c0 + nc) against the 16-row tile at pk (rows j0.., mt).
@@ -1719,13 +1732,19 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
      * fetch ahead, 9 lines a pair = a super-block's 36 */
     const bool pf = KQ4_PF > 0 && c0 == 0;
     const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
-    kq4a_issue(X, pk, z0, 0, 0, pf ? pk + KQ4_PF : NULL);
+    /* a software pipeline over pairs i (set and buffer i mod 2): B is
+     * prepared two pairs ahead and C stored one pair after its product, so
+     * no tile load waits for the stores just made and no tile store for the
+     * product just issued (tiles are not renamed) */
+    kq4a_prep_at(X, pk, 0, pf);
+    if (ni > 1) kq4a_prep_at(X, pk, 1, pf);
+    kq4a_tiles(X, z0, 0);
     for (int64_t i = 0; i < ni; i++) {
         const int64_t S = i / 4;
         const int p = (int)(i % 4), set = (int)(i & 1);
-        if (i + 1 < ni)
-            kq4a_issue(X, pk + (size_t)((i + 1) / 4) * sb_bytes, z0 + (size_t)(i + 1) * zs, (int)((i + 1) % 4),
-                       (int)((i + 1) & 1), pf ? pk + (size_t)(i + 1) * 9 * 64 + KQ4_PF : NULL);
+        kq4a_store(X, set);
+        if (i + 1 < ni) kq4a_tiles(X, z0 + (size_t)(i + 1) * zs, (int)((i + 1) & 1));
+        if (i + 2 < ni) kq4a_prep_at(X, pk, i + 2, pf);
         const uint8_t *u = pk + (size_t)S * sb_bytes;
         const __m512i u0 = _mm512_load_si512((const void *)(u + 64)), u1 = _mm512_load_si512((const void *)(u + 128)),
                       u2 = _mm512_load_si512((const void *)(u + 192));
