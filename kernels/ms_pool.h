@@ -1,7 +1,8 @@
 /* ms_pool.h — the CPU thread pool: persistent workers, no thread creation per op.
  *
- * ms_pool_run splits [0, n) into contiguous chunks, one per thread (the
- * caller is thread 0), and returns when every chunk is done. Ops split their
+ * ms_pool_run splits [0, n) into contiguous chunks, up to a few a thread
+ * (ms_pool_chunks), which the threads (the caller is thread 0) claim in
+ * turn, and returns when every chunk is done. Ops split their
  * work by output rows, never a reduction across threads, so a row's result
  * does not depend on the thread count (batch and thread invariance, see
  * ms_quant.h). Work below `grain` items per thread runs on fewer threads.
@@ -22,6 +23,8 @@ typedef void (*ms_pool_fn)(void *arg, int64_t begin, int64_t end);
  * workers as needed; call it while no ms_pool_run is in flight. */
 void ms_pool_set_threads(int n);
 int ms_pool_threads(void);
+/* The most chunks ms_pool_run cuts a job into (a few per thread). */
+int ms_pool_chunks(void);
 /* The number of online cores (the default for --threads). */
 int ms_pool_cores(void);
 /* fn(arg, begin, end) over a split of [0, n); returns when all are done. */

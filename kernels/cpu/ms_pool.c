@@ -2,8 +2,12 @@
  *
  * A job is published by bumping `gen` under the mutex (workers asleep on the
  * condition variable are woken; workers still spinning see the new value).
- * Worker i runs chunk i of the job, then decrements `pending`; the caller runs
- * chunk 0 and spins until `pending` is 0. Between jobs a worker spins for
+ * The job is cut into up to CHUNKS_PER_THREAD chunks a thread: thread i
+ * (the caller is 0) runs chunk i, then takes the next unclaimed chunk from
+ * `next` until none is left, so a thread slowed by the machine's other load
+ * leaves its share to the others instead of holding up the op (which
+ * thread runs a chunk never changes its result: chunks are output rows).
+ * A worker then decrements `pending`; the caller spins until it is 0. Between jobs a worker spins for
  * SPIN_ITERS polls before sleeping, so the many small ops of one decode step
  * do not each pay a wake-up.
  */
@@ -18,6 +22,7 @@
 
 #define POOL_MAX 64
 #define SPIN_ITERS 20000
+#define CHUNKS_PER_THREAD 4
 
 static struct {
     int n; /* threads incl. the caller */
@@ -26,6 +31,7 @@ static struct {
     pthread_cond_t cv;
     atomic_uint_fast64_t gen;
     atomic_int pending;
+    atomic_int next; /* the next chunk to claim */
     atomic_bool stop;
     /* the job (written before gen is bumped) */
     ms_pool_fn fn;
@@ -41,10 +47,12 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_part(int i) {
-    if (i >= P.parts) return;
-    const int64_t b = P.items * i / P.parts, e = P.items * (i + 1) / P.parts;
-    if (e > b) P.fn(P.arg, b, e);
+static void run_parts(int i) {
+    while (i < P.parts) {
+        const int64_t b = P.items * i / P.parts, e = P.items * (i + 1) / P.parts;
+        if (e > b) P.fn(P.arg, b, e);
+        i = atomic_fetch_add_explicit(&P.next, 1, memory_order_relaxed);
+    }
 }
 
 static void *worker(void *argp) {
@@ -65,7 +73,7 @@ static void *worker(void *argp) {
         }
         if (atomic_load(&P.stop)) return NULL;
         seen = atomic_load(&P.gen);
-        run_part(me);
+        run_parts(me);
         atomic_fetch_sub_explicit(&P.pending, 1, memory_order_release);
     }
 }
@@ -105,11 +113,13 @@ void ms_pool_set_threads(int n) {
 
 int ms_pool_threads(void) { return P.n; }
 
+int ms_pool_chunks(void) { return P.n * CHUNKS_PER_THREAD; }
+
 void ms_pool_run(ms_pool_fn fn, void *arg, int64_t n, int64_t grain) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     int64_t parts = (n + grain - 1) / grain;
-    if (parts > P.n) parts = P.n;
+    if (parts > ms_pool_chunks()) parts = ms_pool_chunks();
     if (parts <= 1) {
         fn(arg, 0, n);
         return;
@@ -118,11 +128,12 @@ void ms_pool_run(ms_pool_fn fn, void *arg, int64_t n, int64_t grain) {
     P.arg = arg;
     P.items = n;
     P.parts = (int)parts;
+    atomic_store(&P.next, P.n); /* chunks below P.n go to their own thread */
     atomic_store(&P.pending, P.n - 1); /* every worker checks in, with or without a part */
     pthread_mutex_lock(&P.mu);
     atomic_fetch_add_explicit(&P.gen, 1, memory_order_release);
     pthread_cond_broadcast(&P.cv);
     pthread_mutex_unlock(&P.mu);
-    run_part(0);
+    run_parts(0);
     while (atomic_load_explicit(&P.pending, memory_order_acquire) > 0) cpu_relax();
 }
