@@ -1026,14 +1026,14 @@ QD_SIMD_RANGE(simd_range_q6_k, MS_DTYPE_Q6_K)
  * The per-super-block definition (ms_qdot.h) over the tile layout of
  * ms_qdot_pack: lane j = weight row 16t + j. For sub-block s of super-block
  * S, the 8 words of its nibbles (64 bytes each: word q of the 16 rows) are
- * unpacked once and applied to NT ≤ 4 x rows; per x row, 8 vpdpbusd with
+ * unpacked once and applied to NT ≤ KQ_NT (6) x rows; per x row, 8 vpdpbusd with
  * x's quad q broadcast give the 16 rows' sub-block sums exactly, one
  * vpmulld by sc_s adds them into I, one exact f32 multiply-add puts
  * mn_s · sk into M; at the end of S, one f32 term per row. The twin's
  * operations on the same integers in the same order: the same bits, for
  * any NT and thread split. */
 
-enum { KQ_NT = 4, KQ4_WORDS = 36 };
+enum { KQ_NT = 6, KQ4_WORDS = 36 };
 /* Software prefetch distance in the tile stream (bytes; 0: off). */
 #ifndef KQ4_PF
 #define KQ4_PF 4608
@@ -1149,7 +1149,9 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
                 case 1: TILE(J, pk, j0, mt, i0, 1); break;                             \
                 case 2: TILE(J, pk, j0, mt, i0, 2); break;                             \
                 case 3: TILE(J, pk, j0, mt, i0, 3); break;                             \
-                default: TILE(J, pk, j0, mt, i0, 4); break;                            \
+                case 4: TILE(J, pk, j0, mt, i0, 4); break;                             \
+                case 5: TILE(J, pk, j0, mt, i0, 5); break;                             \
+                default: TILE(J, pk, j0, mt, i0, 6); break;                            \
                 }                                                                      \
             }                                                                          \
         }                                                                              \
@@ -1250,7 +1252,7 @@ KQ_RANGE(kq5_range, kq5_tile)
  * tile layout (ms_qdot_pack; the same words the AMX prep reads): lane j =
  * weight row 16t + j. Block (h, c) of a super-block (h = half, c = 0..3)
  * takes its quad q from ql word 16h + 8(c % 2) + q (nibble c / 2) and qh word
- * 32 + 8h + q (bits 2c), unsigned q = 0..63, unpacked once for NT ≤ 4 x
+ * 32 + 8h + q (bits 2c), unsigned q = 0..63, unpacked once for NT ≤ KQ_NT x
  * rows; per x row, 4 + 4 vpdpbusd give the two 16-element halves' sums,
  * less 32·(x's half sum) the twin's exact lo and hi; sc₀·lo + sc₁·hi in f32
  * is exact (ms_qdot.h bounds, as on AMX) and so equals the twin's
@@ -1298,16 +1300,16 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
                     for (int t = 0; t < NT; t++) {
                         const int64_t b = 8 * S + j, xb = (i0 + t) * g * GROUP + b;
                         const uint8_t *xq = (const uint8_t *)x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
-                        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                        /* the sums start at −32·(x's half sums): the same exact integers */
+                        const int32_t slo = x->sh[xb], shi = x->s[xb] - slo;
+                        __m512i lo = _mm512_set1_epi32(-32 * slo), hi = _mm512_set1_epi32(-32 * shi);
                         for (int q = 0; q < 4; q++) {
                             lo = _mm512_dpbusd_epi32(lo, W[q], _mm512_set1_epi32((int)ld_u32(xq + 4 * q)));
                             hi = _mm512_dpbusd_epi32(hi, W[q + 4], _mm512_set1_epi32((int)ld_u32(xq + 4 * q + 16)));
                         }
-                        const int32_t slo = x->sh[xb], shi = x->s[xb] - slo;
-                        lo = _mm512_sub_epi32(lo, _mm512_set1_epi32(32 * slo));
-                        hi = _mm512_sub_epi32(hi, _mm512_set1_epi32(32 * shi));
-                        const __m512 sf = _mm512_add_ps(_mm512_mul_ps(sc0, _mm512_cvtepi32_ps(lo)),
-                                                        _mm512_mul_ps(sc1, _mm512_cvtepi32_ps(hi)));
+                        /* exact products and sum (< 2^24): one rounding-free FMA */
+                        const __m512 sf = _mm512_fmadd_ps(sc0, _mm512_cvtepi32_ps(lo),
+                                                          _mm512_mul_ps(sc1, _mm512_cvtepi32_ps(hi)));
                         const __m512 term = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(x->d[xb])), sf);
                         acc[t][lane] = _mm512_add_ps(acc[t][lane], term);
                     }
@@ -2039,7 +2041,7 @@ static void multi_range(void *arg, int64_t t0, int64_t t1) {
 
 void ms_qdot_linear_multi(const ms_qdot_out *outs, int count, const ms_q8_act *x) {
     MS_ASSERT(outs && count >= 1 && count <= MS_QDOT_MULTI_MAX);
-    qd_multi M = {.count = count, .parts = ms_pool_threads()};
+    qd_multi M = {.count = count, .parts = ms_pool_chunks()};
     for (int i = 0; i < count; i++) M.p[i] = plan_of(outs[i].y, x, outs[i].w, outs[i].b);
     if (x->n > 0) ms_pool_run(multi_range, &M, M.parts, 1);
 }
