@@ -19,7 +19,8 @@
  *   - AMX for Q4_K at n ≥ AMX_MIN_ROWS_Q4K: its sub-block sums from tile
  *     products over zero-padded A rows, combined exactly in 16-bit lanes
  *     (see "Q4_K on AMX" below);
- *   - AMX (Q6_K, Q8_0 at n ≥ AMX_MIN_ROWS): the block
+ *   - AMX (Q8_0 and unpacked Q6_K at n ≥ AMX_MIN_ROWS, packed Q6_K at
+ *     n ≥ AMX_MIN_ROWS_Q6K): the block
  *     sums from tile products, 16 weight rows at a time, the same f32 steps
  *     vectorised over the 16 weight rows (see "AMX" below). One row (decode)
  *     stays on VNNI with a software prefetch (QD_PF): an AMX GEMV over 16
@@ -69,6 +70,15 @@ enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TIL
  * 0.37-0.39, 5 rows 0.47-0.49 / 0.51-0.55, 8 rows 0.59-0.61 / 0.74-0.78. */
 #ifndef AMX_MIN_ROWS_Q4K
 #define AMX_MIN_ROWS_Q4K 5
+#endif
+/* A packed Q6_K weight stays on its VNNI path (6 x rows an unpack) below
+ * this many rows: its AMX path's products have K = 16, and a 32768 x 1536
+ * product at 2 threads on the Intel VM (ms, min of 6-8 alternating runs,
+ * VNNI / AMX) measured 8 rows 2.30 / 2.69, 12 rows 3.46 / 4.25, 13 rows
+ * 4.44 / 4.51, 14 rows 4.51 / 3.86, 16 rows 5.43 / 4.79. Unpacked Q6_K
+ * (no VNNI tile path) keeps AMX_MIN_ROWS. */
+#ifndef AMX_MIN_ROWS_Q6K
+#define AMX_MIN_ROWS_Q6K 13
 #endif
 /* Software prefetch distance (bytes ahead of the weight group being read)
  * for the one-row VNNI path; 0: the hardware prefetchers alone. A build
@@ -1992,7 +2002,8 @@ typedef struct {
 static qd_plan plan_of(float *y, const ms_q8_act *x, const ms_qweight *w, const float *b) {
     check_args(y, x, w);
     qd_plan p = {.J = {.y = y, .ldy = w->m, .x = x, .w = w, .b = b, .rows = NULL}};
-    ms_pool_fn amx = x->n >= AMX_MIN_ROWS ? amx_fn(w->dtype) : NULL;
+    const int64_t amx_min = w->tiles && w->dtype == MS_DTYPE_Q6_K && kq_fn(w->dtype) ? AMX_MIN_ROWS_Q6K : AMX_MIN_ROWS;
+    ms_pool_fn amx = x->n >= amx_min ? amx_fn(w->dtype) : NULL;
     if (w->tiles && x->has_z && kq_amx_fn(w->dtype)) { /* packed Q4_K, AMX: 16 weight rows a tile */
         p.fn = kq_amx_fn(w->dtype);
         p.items = (w->m + 15) / 16;
