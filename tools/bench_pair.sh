@@ -171,12 +171,21 @@ mean() { awk "BEGIN { printf \"%.2f\", ${sum[$1]:-0} / ${cnt[$1]:-1} }"; }
     m=$(mean "llama-spec$k")
     [ "$(awk "BEGIN { print ($m > $best_llama) }")" = 1 ] && best_llama=$m
   done
-  echo "Ratios of the means: over llama.cpp AR ($base) and over llama.cpp's best speculative ($best_llama):"
+  # this engine's AR row of the same matmul path (ar-q8 or ar), the speedup the claim is about
+  ours=""
+  for n in "${names[@]}"; do case $n in ar-q8 | ar) [ -z "$ours" ] && ours=$(mean "$n") ;; esac; done
+  head="Ratios of the means: over llama.cpp AR ($base)"
+  [ -n "$ours" ] && head+=", over this engine's AR ($ours)"
+  [ "$best_llama" != 0 ] && head+=" and over llama.cpp's best speculative ($best_llama)"
+  echo "$head:"
   echo
+  ratio() { awk "BEGIN { printf \"%.2f\", $1 / ($2 + 1e-9) }"; }
   for n in "${names[@]}"; do
     m=$(mean "$n")
-    printf -- '- %s: %s tok/s = %sx llama.cpp AR, %sx llama.cpp speculative\n' "$n" "$m" \
-      "$(awk "BEGIN { printf \"%.2f\", $m / ($base + 1e-9) }")" "$(awk "BEGIN { printf \"%.2f\", $m / ($best_llama + 1e-9) }")"
+    line="- $n: $m tok/s = $(ratio "$m" "$base")x llama.cpp AR"
+    [ -n "$ours" ] && line+=", $(ratio "$m" "$ours")x this engine's AR"
+    [ "$best_llama" != 0 ] && line+=", $(ratio "$m" "$best_llama")x llama.cpp speculative"
+    echo "$line"
   done
   if [ -f "$logs/failures" ]; then
     echo
