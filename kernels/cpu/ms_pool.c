@@ -7,9 +7,9 @@
  * `next` until none is left, so a thread slowed by the machine's other load
  * leaves its share to the others instead of holding up the op (which
  * thread runs a chunk never changes its result: chunks are output rows).
- * A worker then decrements `pending`; the caller spins until it is 0. Between jobs a worker spins for
- * SPIN_ITERS polls before sleeping, so the many small ops of one decode step
- * do not each pay a wake-up.
+ * A worker then decrements `pending`; the caller spins until it is 0.
+ * Between jobs a worker spins for SPIN_ITERS polls before sleeping, so the
+ * many small ops of one decode step do not each pay a wake-up.
  */
 #include "ms_pool.h"
 
