@@ -75,8 +75,10 @@ enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TIL
  * this many rows: its AMX path's products have K = 16, and a 32768 x 1536
  * product at 2 threads on the Intel VM (ms, min of 6-8 alternating runs,
  * VNNI / AMX) measured 8 rows 2.30 / 2.69, 12 rows 3.46 / 4.25, 13 rows
- * 4.44 / 4.51, 14 rows 4.51 / 3.86, 16 rows 5.43 / 4.79. Unpacked Q6_K
- * (no VNNI tile path) keeps AMX_MIN_ROWS. */
+ * 4.44 / 4.51, 14 rows 4.51 / 3.86, 16 rows 5.43 / 4.79; again with 8
+ * rows an unpack (KQ6_NT): 9 rows 3.13 / 3.59, 12 rows 3.22 / 3.65, 13
+ * rows 3.63 / 3.50, 16 rows 5.17 / 4.59. Unpacked Q6_K (no VNNI tile path)
+ * keeps AMX_MIN_ROWS. */
 #ifndef AMX_MIN_ROWS_Q6K
 #define AMX_MIN_ROWS_Q6K 13
 #endif
@@ -1142,9 +1144,11 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     kq4_store(J, (const __m512(*)[2])acc, j0, mt, i0, NT);
 }
 
-/* Tiles [t0, t1) of 16 weight rows against all x rows, up to KQ_NT x rows
- * a pass of TILE (kq4_tile, kq5_tile, kq6_tile: one weight format each). */
-#define KQ_RANGE(NAME, TILE)                                                           \
+/* Tiles [t0, t1) of 16 weight rows against all x rows, up to NTMAX (≤ 8) x
+ * rows a pass of TILE (kq4_tile, kq5_tile, kq6_tile: one weight format each). */
+#define KQ_CASE(k, TILE, NTMAX)                                                        \
+    case k: TILE(J, pk, j0, mt, i0, (k) < (NTMAX) ? (k) : (NTMAX)); break;
+#define KQ_RANGE(NAME, TILE, NTMAX)                                                    \
     QD_AVX512 static void NAME(void *arg, int64_t t0, int64_t t1) {                    \
         const qd_job *J = arg;                                                         \
         const ms_qweight *W = J->w;                                                    \
@@ -1154,20 +1158,22 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
             const int64_t j0 = 16 * t;                                                 \
             const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);                    \
             const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;    \
-            for (int64_t i0 = 0; i0 < n; i0 += KQ_NT) {                               \
-                switch (n - i0 < KQ_NT ? n - i0 : KQ_NT) {                           \
-                case 1: TILE(J, pk, j0, mt, i0, 1); break;                             \
-                case 2: TILE(J, pk, j0, mt, i0, 2); break;                             \
-                case 3: TILE(J, pk, j0, mt, i0, 3); break;                             \
-                case 4: TILE(J, pk, j0, mt, i0, 4); break;                             \
-                case 5: TILE(J, pk, j0, mt, i0, 5); break;                             \
-                default: TILE(J, pk, j0, mt, i0, 6); break;                            \
+            for (int64_t i0 = 0; i0 < n; i0 += (NTMAX)) {                             \
+                switch (n - i0 < (NTMAX) ? n - i0 : (NTMAX)) {                       \
+                    KQ_CASE(1, TILE, NTMAX)                                            \
+                    KQ_CASE(2, TILE, NTMAX)                                            \
+                    KQ_CASE(3, TILE, NTMAX)                                            \
+                    KQ_CASE(4, TILE, NTMAX)                                            \
+                    KQ_CASE(5, TILE, NTMAX)                                            \
+                    KQ_CASE(6, TILE, NTMAX)                                            \
+                    KQ_CASE(7, TILE, NTMAX)                                            \
+                default: TILE(J, pk, j0, mt, i0, (NTMAX)); break;                      \
                 }                                                                      \
             }                                                                          \
         }                                                                              \
     }
 
-KQ_RANGE(kq4_range, kq4_tile)
+KQ_RANGE(kq4_range, kq4_tile, KQ_NT)
 
 /* ---- Q5_0 on VNNI, 16 weight rows a vector ---------------------------------
  *
@@ -1254,7 +1260,7 @@ QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     kq_lanes_store(J, (const __m512(*)[GROUP])acc, j0, mt, i0, NT);
 }
 
-KQ_RANGE(kq5_range, kq5_tile)
+KQ_RANGE(kq5_range, kq5_tile, KQ_NT)
 
 /* ---- Q6_K on VNNI, 16 weight rows a vector ---------------------------------
  *
@@ -1262,14 +1268,18 @@ KQ_RANGE(kq5_range, kq5_tile)
  * tile layout (ms_qdot_pack; the same words the AMX prep reads): lane j =
  * weight row 16t + j. Block (h, c) of a super-block (h = half, c = 0..3)
  * takes its quad q from ql word 16h + 8(c % 2) + q (nibble c / 2) and qh word
- * 32 + 8h + q (bits 2c), unsigned q = 0..63, unpacked once for NT ≤ KQ_NT x
+ * 32 + 8h + q (bits 2c), unsigned q = 0..63, unpacked once for NT ≤ KQ6_NT x
  * rows; per x row, 4 + 4 vpdpbusd give the two 16-element halves' sums,
  * less 32·(x's half sum) the twin's exact lo and hi; sc₀·lo + sc₁·hi in f32
  * is exact (ms_qdot.h bounds, as on AMX) and so equals the twin's
  * (float)sumi; then term = (d·dx)·that into accumulator b mod 16, the twin's
  * order and tree: the same bits for any NT and thread split. */
 
-enum { KQ6_WORDS = 53 };
+/* x rows an unpack: Q6_K's accumulators live in memory (16 a row), so
+ * more rows cost no registers; 8 against 6 (8 rows: 6 + 2), 32768 x 1536
+ * on the Intel VM, min of 6 alternating runs: 2 threads 2.26 -> 1.94 ms,
+ * 1 thread 4.54 -> 3.96. */
+enum { KQ6_WORDS = 53, KQ6_NT = 8 };
 
 /* Int8 scale s (0..15) of each lane's super-block (byte s % 4 of its scale
  * word s / 4, sw[4]), as f32. */
@@ -1282,7 +1292,7 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     const ms_q8_act *x = J->x;
     const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
     const size_t xs = (size_t)g * GROUP_Q;
-    __m512 acc[KQ_NT][GROUP];
+    __m512 acc[KQ6_NT][GROUP];
     for (int t = 0; t < NT; t++)
         for (int l = 0; l < GROUP; l++) acc[t][l] = _mm512_setzero_ps();
     for (int64_t S2 = 0; S2 < ns; S2 += 2)
@@ -1329,7 +1339,7 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     kq_lanes_store(J, (const __m512(*)[GROUP])acc, j0, mt, i0, NT);
 }
 
-KQ_RANGE(kq6_range, kq6_tile)
+KQ_RANGE(kq6_range, kq6_tile, KQ6_NT)
 
 /* ---- AMX (n ≥ AMX_MIN rows; Q6_K, Q8_0) ---------------------------------------
  *
