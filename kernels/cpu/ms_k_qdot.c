@@ -1658,23 +1658,26 @@ QD_AMX static void amx_range_q8_0(void *arg, int64_t t0, int64_t t1) { amx_range
  * the pair's two sums enter I and M two blocks an instruction, in 16-bit
  * lanes (kq4a_chunk), the same integers as VNNI's I += (C·sc_s) << e_s,
  * M += mn_s·sk_s; at the end of a super-block the same f32 term. The
- * integers are exact and the f32
- * steps the twin's, so the bits are those of the twin and of the VNNI
- * path, for any n and thread split. x rows go 8 at a time (a 16-row A
- * tile); the pairs run as a software pipeline on two tile sets (see
- * kq4a_chunk). */
+ * integers are exact and the f32 steps the twin's, so the bits are those
+ * of the twin and of the VNNI path, for any n and thread split. An A tile
+ * holds 8 x rows (16 tile rows); a chunk of up to 16 x rows puts two A
+ * tiles against each B, so a pair is unpacked once for 16 rows; the pairs
+ * run as a software pipeline on two tile sets (see kq4a_chunk). */
 
-enum { KQ4A_X = 8 };
+/* x rows an A tile (two tile rows each); a chunk takes up to two A tiles
+ * against one B, so a 16-row verify unpacks each pair once, not twice. */
+enum { KQ4A_X = 8, KQ4A_CHUNK = 2 * KQ4A_X };
 
 typedef struct {
     _Alignas(64) uint8_t b[2][16 * 64];
-    _Alignas(64) int32_t c[2][16 * 16];
+    _Alignas(64) int32_t c[2][2 * 16 * 16]; /* per set: the C of A tile 0, then of A tile 1 */
 } kq4a_scratch;
 static _Thread_local kq4a_scratch kq4a_s;
 
 #define QD_TILE_DPBSUD(c, a, b) __asm__ volatile("tdpbsud %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 
-/* Tiles: set 0 = A 0, B 1, C 2; set 1 = A 3, B 4, C 5. A and C: `rows` rows. */
+/* Tiles: set 0 = A 0, B 1, C 2 (second A tile's C: 6); set 1 = A 3, B 4,
+ * C 5 (7). A and C: `rows` rows. */
 QD_AMX_INLINE void kq4a_config(int rows) {
     amx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -1683,6 +1686,7 @@ QD_AMX_INLINE void kq4a_config(int rows) {
         cfg.rows[3 * s] = (uint8_t)rows, cfg.colsb[3 * s] = 64;
         cfg.rows[3 * s + 1] = 16, cfg.colsb[3 * s + 1] = 64;
         cfg.rows[3 * s + 2] = (uint8_t)rows, cfg.colsb[3 * s + 2] = 64;
+        cfg.rows[6 + s] = (uint8_t)rows, cfg.colsb[6 + s] = 64;
     }
     _tile_loadconfig(&cfg);
 }
@@ -1710,24 +1714,41 @@ QD_AMX_INLINE void kq4a_prep_at(kq4a_scratch *X, const uint8_t *pk, int64_t i, b
 }
 
 /* The product of buffer `set`'s B and the A rows at za into tile set
- * `set`'s C, left in the tile (kq4a_store). */
-QD_AMX_INLINE void kq4a_tiles(const kq4a_scratch *X, const int8_t *za, int set) {
+ * `set`'s C, left in the tile (kq4a_store); two: also the A tile of the
+ * next 8 x rows (za + 8 · 128) into the set's second C. */
+QD_AMX_INLINE void kq4a_tiles(const kq4a_scratch *X, const int8_t *za, int set, bool two) {
+    const int8_t *zb = za + KQ4A_X * 128;
     if (set == 0) {
         QD_TILE_LOAD(1, X->b[0], 64);
         QD_TILE_LOAD(0, za, 64);
         QD_TILE_ZERO(2);
         QD_TILE_DPBSUD(2, 0, 1);
+        if (two) {
+            QD_TILE_LOAD(0, zb, 64);
+            QD_TILE_ZERO(6);
+            QD_TILE_DPBSUD(6, 0, 1);
+        }
     } else {
         QD_TILE_LOAD(4, X->b[1], 64);
         QD_TILE_LOAD(3, za, 64);
         QD_TILE_ZERO(5);
         QD_TILE_DPBSUD(5, 3, 4);
+        if (two) {
+            QD_TILE_LOAD(3, zb, 64);
+            QD_TILE_ZERO(7);
+            QD_TILE_DPBSUD(7, 3, 4);
+        }
     }
 }
 
-QD_AMX_INLINE void kq4a_store(kq4a_scratch *X, int set) {
-    if (set == 0) QD_TILE_STORE(2, X->c[0], 64);
-    else QD_TILE_STORE(5, X->c[1], 64);
+QD_AMX_INLINE void kq4a_store(kq4a_scratch *X, int set, bool two) {
+    if (set == 0) {
+        QD_TILE_STORE(2, X->c[0], 64);
+        if (two) QD_TILE_STORE(6, X->c[0] + 256, 64);
+    } else {
+        QD_TILE_STORE(5, X->c[1], 64);
+        if (two) QD_TILE_STORE(7, X->c[1] + 256, 64);
+    }
 }
 
 /* x rows [c0, c0 + nc) against the 16-row tile at pk (rows j0.., mt).
@@ -1746,8 +1767,9 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
     const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K, ni = 4 * ns, np = x->k / 64;
     const size_t zs = (size_t)x->nz * 128; /* bytes between pairs in qz */
     const int8_t *z0 = x->qz + (size_t)c0 * 128;
-    __m512 acc[KQ4A_X][2];
-    __m512i I[KQ4A_X], M[KQ4A_X];
+    __m512 acc[KQ4A_CHUNK][2];
+    __m512i I[KQ4A_CHUNK], M[KQ4A_CHUNK];
+    const bool two = nc > KQ4A_X;
     for (int t = 0; t < nc; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps(), I[t] = M[t] = _mm512_setzero_si512();
     const size_t sb_bytes = (size_t)KQ4_WORDS * 64;
     /* the first chunk streams the tile (and on into the next) from memory:
@@ -1760,12 +1782,12 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
      * product just issued (tiles are not renamed) */
     kq4a_prep_at(X, pk, 0, pf);
     if (ni > 1) kq4a_prep_at(X, pk, 1, pf);
-    kq4a_tiles(X, z0, 0);
+    kq4a_tiles(X, z0, 0, two);
     for (int64_t i = 0; i < ni; i++) {
         const int64_t S = i / 4;
         const int p = (int)(i % 4), set = (int)(i & 1);
-        kq4a_store(X, set);
-        if (i + 1 < ni) kq4a_tiles(X, z0 + (size_t)(i + 1) * zs, (int)((i + 1) & 1));
+        kq4a_store(X, set, two);
+        if (i + 1 < ni) kq4a_tiles(X, z0 + (size_t)(i + 1) * zs, (int)((i + 1) & 1), two);
         if (i + 2 < ni) kq4a_prep_at(X, pk, i + 2, pf);
         const uint8_t *u = pk + (size_t)S * sb_bytes;
         const __m512i u0 = _mm512_load_si512((const void *)(u + 64)), u1 = _mm512_load_si512((const void *)(u + 128)),
@@ -1811,13 +1833,15 @@ QD_AMX static void kq4a_range(void *arg, int64_t t0, int64_t t1) {
     MS_ASSERT(x->has_z && W->tiles);
     kq4a_scratch *X = &kq4a_s;
     kq4a_config(2 * (int)(n < KQ4A_X ? n : KQ4A_X));
+    /* 9-16 rows: one chunk (two A tiles); more: chunks of 16, the last of
+     * 1-16 (its second A tile's rows past n are qz's zero rows) */
     const size_t tile_bytes = (size_t)(W->k / QK_K) * KQ4_WORDS * 64;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t j0 = 16 * t;
         const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);
         const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
-        for (int64_t c0 = 0; c0 < n; c0 += KQ4A_X) {
-            const int nc = (int)(n - c0 < KQ4A_X ? n - c0 : KQ4A_X);
+        for (int64_t c0 = 0; c0 < n; c0 += KQ4A_CHUNK) {
+            const int nc = (int)(n - c0 < KQ4A_CHUNK ? n - c0 : KQ4A_CHUNK);
             kq4a_chunk(J, X, pk, j0, mt, c0, nc);
         }
     }
