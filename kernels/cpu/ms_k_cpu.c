@@ -285,22 +285,51 @@ static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv
     else ms_pool_run(attn_part, &J, J.parts, 1);
 }
 
-MS_HOT static void cpu_silu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {
-    float *y = yv;
-    const float *g = gv, *u = uv;
-    for (int64_t i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+/* The gated activations, y = act(g) · u elementwise, over the pool in
+ * blocks of GLU_BLOCK elements from GLU_SPLIT_MIN on (a decode step's 8,960
+ * expf of the 1.5B's FFN took ~30 µs a layer on one thread). Each element's
+ * value is the same function of its inputs whatever the split. */
+enum { GLU_BLOCK = 1024, GLU_SPLIT_MIN = 4096 };
+
+typedef struct {
+    float *y;
+    const float *g, *u;
+    int64_t n;
+} glu_job;
+
+MS_HOT static void silu_part(void *arg, int64_t b0, int64_t b1) {
+    const glu_job *J = arg;
+    const int64_t e = b1 * GLU_BLOCK < J->n ? b1 * GLU_BLOCK : J->n;
+    for (int64_t i = b0 * GLU_BLOCK; i < e; i++) J->y[i] = J->g[i] / (1.0f + expf(-J->g[i])) * J->u[i];
 }
 
 /* GELU, tanh approximation (Gemma's gelu_pytorch_tanh):
  * 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))). */
-MS_HOT static void cpu_gelu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {
-    float *y = yv;
-    const float *g = gv, *u = uv;
+MS_HOT static void gelu_part(void *arg, int64_t b0, int64_t b1) {
+    const glu_job *J = arg;
     const float c = 0.7978845608028654f; /* sqrt(2/π) */
-    for (int64_t i = 0; i < n; i++) {
-        const float x = g[i];
-        y[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+    const int64_t e = b1 * GLU_BLOCK < J->n ? b1 * GLU_BLOCK : J->n;
+    for (int64_t i = b0 * GLU_BLOCK; i < e; i++) {
+        const float x = J->g[i];
+        J->y[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * J->u[i];
     }
+}
+
+static void glu_run(ms_pool_fn fn, void *yv, const void *gv, const void *uv, int64_t n) {
+    glu_job J = {.y = yv, .g = gv, .u = uv, .n = n};
+    const int64_t blocks = (n + GLU_BLOCK - 1) / GLU_BLOCK;
+    if (n < GLU_SPLIT_MIN) fn(&J, 0, blocks);
+    else ms_pool_run(fn, &J, blocks, 1);
+}
+
+static void cpu_silu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {
+    (void)ctx;
+    glu_run(silu_part, yv, gv, uv, n);
+}
+
+static void cpu_gelu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {
+    (void)ctx;
+    glu_run(gelu_part, yv, gv, uv, n);
 }
 
 static void cpu_scale(void *ctx, void *yv, float sc, int64_t n) {
