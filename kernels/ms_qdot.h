@@ -92,6 +92,7 @@ typedef struct {
     int32_t *s;         /* [n][16·groups(k)] block sums Σq */
     int32_t *sh;        /* [n][16·groups(k)] each block's first half summed, Σ_{e<16} q (Q6_K's
                          * VNNI path: its two 16-element scales need the halves' sums apart) */
+    bool has_b;         /* the last quantize filled the block form above (q, qa, qp, d, s, sh) */
     /* The per-super-block form (Q4_K), made when k is a multiple of 256: */
     bool has_k;         /* the last ms_q8_quantize filled qk, dk, sk */
     int8_t *qk;         /* [n][512·groups(k)] qk in element order (row stride 512·groups) */
@@ -121,6 +122,16 @@ void ms_q8_act_free(ms_q8_act *a);
  * (q = nearest-even of x·(1/d), clamped to ±127). MS_ASSERTs capacity. A
  * block with a non-finite element gets d = NaN (its outputs are NaN). */
 void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k);
+/* The forms of a quantized x a product reads: the blocks of 32 (q, qa, qp,
+ * d, s, sh: every dtype but Q4_K) and the per-super-block form (qk, uk,
+ * ek, sk, and qz, zw where the AMX Q4_K path runs: Q4_K). */
+enum { MS_Q8_BLOCKS = 1, MS_Q8_SUPER = 2, MS_Q8_ALL = 3 };
+int ms_q8_forms(const ms_qweight *w);
+/* ms_q8_quantize making only `forms` (the others are marked absent, and a
+ * product that needs one MS_ASSERTs): each form's bytes are those
+ * ms_q8_quantize makes. A matmul whose weights read one form (Q4_K's o,
+ * gate, up) skips the other's work. */
+void ms_q8_quantize_forms(ms_q8_act *a, const float *x, int64_t n, int64_t k, int forms);
 
 /* y[n, m] = x · Wᵀ (+ b[m] when b != NULL), n = x->n, w->k == x->k; output
  * rows split over the pool (ms_pool.h). y must not alias x. */

@@ -764,10 +764,13 @@ static void lin_same_x(const ms_model *m, const lin_out *o, int count, const voi
 }
 
 /* GGUF 8-bit path: quantize the n rows of x [n, k] once for every matmul that
- * reads them (q, k, v; gate, up). A no-op otherwise. */
-static void quant(ms_model *m, const void *x, int64_t n, int64_t k) {
+ * reads them (q, k, v; gate, up), in the forms their weights read
+ * (ms_q8_forms; ws[i] NULL: none). A no-op otherwise. */
+static void quant(ms_model *m, const void *x, int64_t n, int64_t k, const ms_qweight *const *ws, int count) {
     if (!m->gg || m->f32_matmul) return;
-    ms_q8_quantize(&m->act, x, n, k);
+    int forms = 0;
+    for (int i = 0; i < count; i++) forms |= ws[i] ? ms_q8_forms(ws[i]) : 0;
+    ms_q8_quantize_forms(&m->act, x, n, k, forms ? forms : MS_Q8_ALL);
     m->act_src = x;
 }
 
@@ -801,7 +804,7 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
         void *vn = el(vc, m->len * m->kv_dim, m->es);
 
         k->rmsnorm(c, m->xb, m->x, w->attn_norm, n, d, eps);
-        quant(m, m->xb, n, d);
+        quant(m, m->xb, n, d, (const ms_qweight *const[]){q ? &q->wq : NULL, q ? &q->wk : NULL, q ? &q->wv : NULL}, 3);
         const lin_out qkv[3] = {{m->q, w->wq, q ? &q->wq : NULL, w->bq, m->q_dim},
                                 {kn, w->wk, q ? &q->wk : NULL, w->bk, m->kv_dim},
                                 {vn, w->wv, q ? &q->wv : NULL, w->bv, m->kv_dim}};
@@ -813,19 +816,19 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
         k->rope(c, m->q, n, m->n_heads, m->hd, pos, lrope);
         k->rope(c, kn, n, m->n_kv, m->hd, pos, lrope);
         k->attention(c, m->att, m->q, kc, vc, &ls, mask, m->scores);
-        quant(m, m->att, n, m->q_dim);
+        quant(m, m->att, n, m->q_dim, (const ms_qweight *const[]){q ? &q->wo : NULL}, 1);
         lin(m, m->xb, m->att, w->wo, q ? &q->wo : NULL, w->bo, n, m->q_dim, d);
         if (w->post_attn_norm) k->rmsnorm(c, m->xb, m->xb, w->post_attn_norm, n, d, eps);
         k->add(c, m->x, m->xb, n * d);
 
         k->rmsnorm(c, m->xb, m->x, w->ffn_norm, n, d, eps);
-        quant(m, m->xb, n, d);
+        quant(m, m->xb, n, d, (const ms_qweight *const[]){q ? &q->w_gate : NULL, q ? &q->w_up : NULL}, 2);
         const lin_out gate_up[2] = {{m->hb, w->w_gate, q ? &q->w_gate : NULL, NULL, m->ffn},
                                     {m->hb2, w->w_up, q ? &q->w_up : NULL, NULL, m->ffn}};
         lin_same_x(m, gate_up, 2, m->xb, n, d);
         if (m->cfg.act == MS_ACT_GELU_TANH) k->gelu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
         else k->silu_glu(c, m->hb, m->hb, m->hb2, n * m->ffn);
-        quant(m, m->hb, n, m->ffn);
+        quant(m, m->hb, n, m->ffn, (const ms_qweight *const[]){q ? &q->w_down : NULL}, 1);
         lin(m, m->xb, m->hb, w->w_down, q ? &q->w_down : NULL, NULL, n, m->ffn, d);
         if (w->post_ffn_norm) k->rmsnorm(c, m->xb, m->xb, w->post_ffn_norm, n, d, eps);
         k->add(c, m->x, m->xb, n * d);
@@ -834,7 +837,7 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
     if (mode == MS_LOGITS_NONE) return MS_OK;
     const int64_t rows = mode == MS_LOGITS_LAST ? 1 : n;
     const void *h = mode == MS_LOGITS_LAST ? el(m->hidden, (n - 1) * d, (size_t)es) : m->hidden;
-    quant(m, h, rows, d);
+    quant(m, h, rows, d, (const ms_qweight *const[]){m->gg ? &m->lm_head_q : NULL}, 1);
     return m->be->linear_f32out(k, logits, h, m->lm_head, m->gg ? &m->lm_head_q : NULL,
                                 m->gg && !m->f32_matmul ? &m->act : NULL, rows, d, m->vocab);
 }

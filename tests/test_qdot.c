@@ -19,6 +19,7 @@
  *     weight as stored and packed — across the paths, where the CPU has AMX
  *     (VNNI for n < 8, AMX tiles from 8 rows; test_qdot_noamx repeats all
  *     with VNNI only);
+ *     ms_q8_quantize_forms with only the form a weight reads: the same bits;
  *  5. accuracy versus the f32 ms_q_linear on Gaussian x: |Δy| ≤ Σ_b (d_b/2)
  *     Σ_{e∈b}|W_e| (+ f32 slack) per element, and the rms relative error
  *     (printed) below 2 %.
@@ -476,6 +477,48 @@ static void test_multi(int threads) {
 
 /* ---- 5 ---------------------------------------------------------------------- */
 
+/* ms_q8_quantize_forms: a product over the form its weight reads
+ * (ms_q8_forms: Q4_K the per-super-block form, others the blocks) gives
+ * the bits it gives after a full ms_q8_quantize, packed and not, across the
+ * VNNI / AMX row counts; the form not asked for is marked absent. */
+static void test_forms(int threads) {
+    ms_rng r;
+    ms_rng_seed(&r, 51);
+    const int64_t k = 768, m = 67, nmax = 16;
+    static const ms_dtype types[2] = {MS_DTYPE_Q4_K, MS_DTYPE_Q6_K};
+    static const int64_t ns[] = {1, 6, 16};
+    float *x = make_x(&r, nmax, k);
+    float *y = malloc((size_t)(nmax * m) * sizeof(float)), *yf = malloc((size_t)(nmax * m) * sizeof(float));
+    ms_q8_act a;
+    MS_ASSERT(ms_q8_act_alloc(&a, nmax, k) == MS_OK);
+    for (int ti = 0; ti < 2; ti++) {
+        uint8_t *wd = make_weights(&r, types[ti], m, k);
+        ms_qweight w = ms_qweight_view(types[ti], wd, m, k), wp = w;
+        MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
+        const int want = ti == 0 ? MS_Q8_SUPER : MS_Q8_BLOCKS;
+        CHECK(ms_q8_forms(&w) == want, "%s reads form %d, want %d", ms_dtype_name(types[ti]), ms_q8_forms(&w), want);
+        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+            const int64_t n = ns[ni];
+            for (const ms_qweight *ww = &w; ww; ww = ww == &w && wp.tiles ? &wp : NULL) {
+                ms_q8_quantize(&a, x, n, k);
+                ms_qdot_linear(y, &a, ww, NULL);
+                ms_q8_quantize_forms(&a, x, n, k, want);
+                CHECK(a.has_b == (want == MS_Q8_BLOCKS) && a.has_k == (want == MS_Q8_SUPER),
+                      "%s n=%lld: forms made %d/%d", ms_dtype_name(types[ti]), (long long)n, a.has_b, a.has_k);
+                ms_qdot_linear(yf, &a, ww, NULL);
+                int diff = 0;
+                for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], yf[i]);
+                CHECK(diff == 0, "%s n=%lld threads=%d%s: %d outputs differ with only its form made",
+                      ms_dtype_name(types[ti]), (long long)n, threads, ww == &wp ? " packed" : "", diff);
+            }
+        }
+        ms_qdot_pack_free(&wp);
+        free(wd);
+    }
+    ms_q8_act_free(&a);
+    free(x), free(y), free(yf);
+}
+
 static void test_accuracy(void) {
     ms_rng r;
     ms_rng_seed(&r, 55);
@@ -561,11 +604,13 @@ int main(void) {
     test_fast_vs_twin(1);
     test_invariance(1);
     test_multi(1);
+    test_forms(1);
     set_threads(2);
     CHECK(ms_pool_threads() == 2, "pool threads %d", ms_pool_threads());
     test_fast_vs_twin(2);
     test_invariance(2);
     test_multi(2);
+    test_forms(2);
     test_q4k_extremes();
     test_accuracy();
     ms_pool_set_threads(1);

@@ -381,8 +381,15 @@ static void quant_k_range(void *arg, int64_t r0, int64_t r1) {
     }
 }
 
-void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k) {
-    MS_ASSERT(a && n >= 0 && (x || n == 0));
+int ms_q8_forms(const ms_qweight *w) {
+    MS_ASSERT(w);
+    return w->dtype == MS_DTYPE_Q4_K ? MS_Q8_SUPER : MS_Q8_BLOCKS;
+}
+
+void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k) { ms_q8_quantize_forms(a, x, n, k, MS_Q8_ALL); }
+
+void ms_q8_quantize_forms(ms_q8_act *a, const float *x, int64_t n, int64_t k, int forms) {
+    MS_ASSERT(a && n >= 0 && (x || n == 0) && forms >= 1 && forms <= MS_Q8_ALL);
     const int64_t g = ms_q8_groups(k), nb = k / QK;
     MS_ASSERT(g == 0 || n <= a->cap_groups / g);
     a->n = n;
@@ -390,8 +397,9 @@ void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k) {
     /* groups are independent: split over the pool (a row's bytes do not
      * depend on the split) */
     quant_job J = {.a = a, .x = x, .g = g, .nb = nb, .k = k};
-    ms_pool_run(quant_range, &J, n * g, 8);
-    a->has_k = k % QK_K == 0;
+    a->has_b = forms & MS_Q8_BLOCKS;
+    if (a->has_b) ms_pool_run(quant_range, &J, n * g, 8);
+    a->has_k = k % QK_K == 0 && (forms & MS_Q8_SUPER);
     a->has_z = a->has_k && n >= AMX_MIN_ROWS_Q4K && simd_level() >= 2;
     a->nz = a->has_z ? (n + 7) / 8 * 8 : 0;
     J.z = a->has_z;
@@ -2022,6 +2030,7 @@ static void check_args(const float *y, const ms_q8_act *x, const ms_qweight *w) 
     MS_ASSERT(y && x && w && x->n >= 0);
     MS_ASSERT(x->k == w->k && ms_q_supported(w->dtype));
     MS_ASSERT((const void *)y != (const void *)x->q && (const void *)y != (const void *)x->d);
+    MS_ASSERT(ms_q8_forms(w) == MS_Q8_SUPER ? x->has_k : x->has_b); /* the form its product reads was made */
     (void)kind_of(w->dtype);
 }
 
