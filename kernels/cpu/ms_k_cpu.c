@@ -10,7 +10,6 @@
 
 #include <cblas.h>
 #include <math.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -287,15 +286,15 @@ static void cpu_attention(void *ctx, void *outv, const void *qv, const void *kcv
 }
 
 /* The gated activations, y = act(g) · u elementwise, over the pool in
- * blocks of GLU_BLOCK elements from GLU_SPLIT_MIN on (a decode step's 8,960
- * expf of the 1.5B's FFN took ~30 µs a layer on one thread). Each element's
- * value is the same function of its inputs whatever the split. */
-enum { GLU_BLOCK = 1024, GLU_SPLIT_MIN = 4096 };
+ * ranges of at least GLU_GRAIN elements from GLU_SPLIT_MIN on (a decode
+ * step's 8,960 expf of the 1.5B's FFN took ~30 µs a layer on one thread).
+ * Each element's value is the same function of its inputs whatever the
+ * split. */
+enum { GLU_GRAIN = 1024, GLU_SPLIT_MIN = 4096 };
 
 typedef struct {
     float *y;
     const float *g, *u;
-    int64_t n;
 } glu_job;
 
 #if defined(__x86_64__) && defined(MS_HAVE_MVEC)
@@ -318,52 +317,38 @@ GLU_AVX512 static void silu_v16(float *y, const float *g, const float *u, int64_
         _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, ex)), uv));
     }
 }
-
-static bool silu_vector(void) {
-    static int v = -1;
-    int l = __atomic_load_n(&v, __ATOMIC_RELAXED);
-    if (l < 0) {
-        __builtin_cpu_init();
-        l = __builtin_cpu_supports("avx512f") ? 1 : 0;
-        __atomic_store_n(&v, l, __ATOMIC_RELAXED);
-    }
-    return l == 1;
-}
 #endif
 
 MS_HOT static void silu_scalar(float *y, const float *g, const float *u, int64_t i, int64_t e) {
     for (; i < e; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-static void silu_part(void *arg, int64_t b0, int64_t b1) {
+static void silu_part(void *arg, int64_t i0, int64_t i1) {
     const glu_job *J = arg;
-    const int64_t e = b1 * GLU_BLOCK < J->n ? b1 * GLU_BLOCK : J->n;
 #if defined(__x86_64__) && defined(MS_HAVE_MVEC)
-    if (silu_vector()) {
-        silu_v16(J->y, J->g, J->u, b0 * GLU_BLOCK, e);
+    if (__builtin_cpu_supports("avx512f")) {
+        silu_v16(J->y, J->g, J->u, i0, i1);
         return;
     }
 #endif
-    silu_scalar(J->y, J->g, J->u, b0 * GLU_BLOCK, e);
+    silu_scalar(J->y, J->g, J->u, i0, i1);
 }
 
 /* GELU, tanh approximation (Gemma's gelu_pytorch_tanh):
  * 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))). */
-MS_HOT static void gelu_part(void *arg, int64_t b0, int64_t b1) {
+MS_HOT static void gelu_part(void *arg, int64_t i0, int64_t i1) {
     const glu_job *J = arg;
     const float c = 0.7978845608028654f; /* sqrt(2/π) */
-    const int64_t e = b1 * GLU_BLOCK < J->n ? b1 * GLU_BLOCK : J->n;
-    for (int64_t i = b0 * GLU_BLOCK; i < e; i++) {
+    for (int64_t i = i0; i < i1; i++) {
         const float x = J->g[i];
         J->y[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * J->u[i];
     }
 }
 
 static void glu_run(ms_pool_fn fn, void *yv, const void *gv, const void *uv, int64_t n) {
-    glu_job J = {.y = yv, .g = gv, .u = uv, .n = n};
-    const int64_t blocks = (n + GLU_BLOCK - 1) / GLU_BLOCK;
-    if (n < GLU_SPLIT_MIN) fn(&J, 0, blocks);
-    else ms_pool_run(fn, &J, blocks, 1);
+    glu_job J = {.y = yv, .g = gv, .u = uv};
+    if (n < GLU_SPLIT_MIN) fn(&J, 0, n);
+    else ms_pool_run(fn, &J, n, GLU_GRAIN);
 }
 
 static void cpu_silu_glu(void *ctx, void *yv, const void *gv, const void *uv, int64_t n) {
