@@ -90,9 +90,11 @@ typedef struct {
                          * the AMX path's row tiles; room for n rounded up to 16 rows */
     float *d;           /* [n][16·groups(k)] block scales */
     int32_t *s;         /* [n][16·groups(k)] block sums Σq */
-    int32_t *sh;        /* [n][16·groups(k)] each block's first half summed, Σ_{e<16} q (Q6_K's
-                         * VNNI path: its two 16-element scales need the halves' sums apart) */
-    bool has_b;         /* the last quantize filled the block form above (q, qa, qp, d, s, sh) */
+    int32_t *h6;        /* [n][16·groups(k)][2] per block, −32 × the sum of each 16-element half,
+                         * −32·Σ_{e<16} q and −32·Σ_{e≥16} q: where Q6_K's VNNI path starts its
+                         * halves' sums (its two 16-element scales need them apart; read from
+                         * memory, the start is a broadcast load, not a vector ALU operation) */
+    bool has_b;         /* the last quantize filled the block form above (q, qa, qp, d, s, h6) */
     /* The per-super-block form (Q4_K), made when k is a multiple of 256: */
     bool has_k;         /* the last ms_q8_quantize filled qk, dk, sk */
     int8_t *qk;         /* [n][512·groups(k)] qk in element order (row stride 512·groups) */
@@ -109,7 +111,8 @@ typedef struct {
     int64_t nz;
     int8_t *qz;         /* room for [2·16·groups(k)][max_n rounded up to 8][128] */
     int32_t *zw;        /* [n][k/64][2]: pair P's words of two 16-bit halves (block 2P low, 2P + 1
-                         * high): e_b; Q_b = Σ_{e∈b} qk = sk_b >> e_b */
+                         * high): 2^e_b (a 16-bit multiply by it, not a variable shift); Q_b =
+                         * Σ_{e∈b} qk = sk_b >> e_b */
 } ms_q8_act;
 
 /* Groups of 16 blocks a row of k elements takes (k a multiple of 32). */
@@ -123,7 +126,7 @@ void ms_q8_act_free(ms_q8_act *a);
  * block with a non-finite element gets d = NaN (its outputs are NaN). */
 void ms_q8_quantize(ms_q8_act *a, const float *x, int64_t n, int64_t k);
 /* The forms of a quantized x a product reads: the blocks of 32 (q, qa, qp,
- * d, s, sh: every dtype but Q4_K) and the per-super-block form (qk, uk,
+ * d, s, h6: every dtype but Q4_K) and the per-super-block form (qk, uk,
  * ek, sk, and qz, zw where the AMX Q4_K path runs: Q4_K). */
 enum { MS_Q8_BLOCKS = 1, MS_Q8_SUPER = 2, MS_Q8_ALL = 3 };
 int ms_q8_forms(const ms_qweight *w);

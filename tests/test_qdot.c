@@ -196,16 +196,17 @@ static void test_quantize(void) {
         }
     }
     CHECK(bad == 0, "%d quantized blocks/elements off the definition", bad);
-    /* qp (element order, row stride 512·groups) holds the same q, sh each block's first 16 summed */
+    /* qp (element order, row stride 512·groups) holds the same q, h6 −32 × each block's halves summed */
     bad = 0;
     for (int64_t i = 0; i < n; i++)
         for (int64_t e = 0; e < 48 * 32; e++) {
             const int8_t want = e < k ? (int8_t)act_q(&a, i, e) : 0;
             bad += a.qp[(size_t)(i * 3 * 512 + e)] != want;
             if (e % 32 == 0) {
-                int32_t h = 0;
-                for (int64_t f = e; f < e + 16 && f < k; f++) h += act_q(&a, i, f);
-                bad += a.sh[i * 48 + e / 32] != h;
+                int32_t h[2] = {0, 0};
+                for (int64_t f = e; f < e + 32 && f < k; f++) h[(f - e) / 16] += act_q(&a, i, f);
+                bad += a.h6[2 * (i * 48 + e / 32)] != -32 * h[0];
+                bad += a.h6[2 * (i * 48 + e / 32) + 1] != -32 * h[1];
             }
         }
     CHECK(bad == 0, "%d plain-order q / half sums differ from q", bad);

@@ -115,7 +115,7 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     a->q = aligned_alloc(64, qb);
     a->qa = aligned_alloc(64, qb);
     a->qp = aligned_alloc(64, pb);
-    a->sh = aligned_alloc(64, fb);
+    a->h6 = aligned_alloc(64, 2 * fb);
     if (a->qp) memset(a->qp, 0, pb);
     a->d = aligned_alloc(64, fb);
     a->s = aligned_alloc(64, fb);
@@ -128,7 +128,7 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     if (!ms_mul_size(((size_t)max_n + 7) / 8 * 8, (size_t)g * 2 * GROUP_Q, &zb)) zb = 0;
     a->qz = aligned_alloc(64, zb ? zb : 64);
     a->zw = aligned_alloc(64, zb ? zb / 16 : 64); /* 8 bytes a pair of 64 elements */
-    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->sh || !a->qk || !a->uk || !a->ek || !a->sk || !a->qz ||
+    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->h6 || !a->qk || !a->uk || !a->ek || !a->sk || !a->qz ||
         !a->zw) {
         MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
                      (long long)max_k);
@@ -144,7 +144,7 @@ void ms_q8_act_free(ms_q8_act *a) {
     free(a->q);
     free(a->qa);
     free(a->qp);
-    free(a->sh);
+    free(a->h6);
     free(a->d);
     free(a->s);
     free(a->qk);
@@ -281,7 +281,7 @@ static void quant_range(void *arg, int64_t i0, int64_t i1) {
         int8_t *qg = a->q + (size_t)i * GROUP_Q, *qag = a->qa + (size_t)i * GROUP_Q;
         int8_t *pr = a->qp + (size_t)(r * g) * GROUP_Q;
         float *dr = a->d + r * g * GROUP;
-        int32_t *hr = a->sh + r * g * GROUP;
+        int32_t *hr = a->h6 + 2 * r * g * GROUP;
         int32_t *sr = a->s + r * g * GROUP;
         for (int64_t b = G * GROUP; b < (G + 1) * GROUP; b++) {
             const int j = (int)(b % GROUP);
@@ -294,14 +294,15 @@ static void quant_range(void *arg, int64_t i0, int64_t i1) {
                     quantize_block(J->x + r * k + b * QK, qg, qag, j, pr + b * QK, &dr[b], &sr[b]);
                 int32_t h = 0;
                 for (int e = 0; e < QK / 2; e++) h += pr[b * QK + e];
-                hr[b] = h;
+                hr[2 * b] = -32 * h;
+                hr[2 * b + 1] = -32 * (sr[b] - h);
             } else { /* padding: contributes +0 to its lane */
                 for (int t = 0; t < 8; t++) memset(qg + 64 * t + 4 * j, 0, 4);
                 memset(qag + pair_offset(j), 0, QK);
                 memset(pr + b * QK, 0, QK);
                 dr[b] = 0.0f;
                 sr[b] = 0;
-                hr[b] = 0;
+                hr[2 * b] = hr[2 * b + 1] = 0;
             }
         }
     }
@@ -349,7 +350,7 @@ static void put_z(ms_q8_act *a, int64_t r, int64_t S, const int8_t *qs, const in
         memcpy(z + 3 * QK, qs + 64 * p + QK, QK);
         const int b = 2 * p;
         int32_t *w = a->zw + ((size_t)r * (size_t)(a->k / 64) + (size_t)(4 * S + p)) * 2;
-        w[0] = (int32_t)((uint32_t)ek[b] | (uint32_t)ek[b + 1] << 16);
+        w[0] = (int32_t)((uint32_t)1 << ek[b] | (uint32_t)1 << (ek[b + 1] + 16));
         w[1] = (int32_t)((uint32_t)(uint16_t)(sk[b] >> ek[b]) | (uint32_t)(uint16_t)(sk[b + 1] >> ek[b + 1]) << 16);
     }
 }
@@ -1329,8 +1330,7 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
                         const int64_t b = 8 * S + j, xb = (i0 + t) * g * GROUP + b;
                         const uint8_t *xq = (const uint8_t *)x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
                         /* the sums start at −32·(x's half sums): the same exact integers */
-                        const int32_t slo = x->sh[xb], shi = x->s[xb] - slo;
-                        __m512i lo = _mm512_set1_epi32(-32 * slo), hi = _mm512_set1_epi32(-32 * shi);
+                        __m512i lo = _mm512_set1_epi32(x->h6[2 * xb]), hi = _mm512_set1_epi32(x->h6[2 * xb + 1]);
                         for (int q = 0; q < 4; q++) {
                             lo = _mm512_dpbusd_epi32(lo, W[q], _mm512_set1_epi32((int)ld_u32(xq + 4 * q)));
                             hi = _mm512_dpbusd_epi32(hi, W[q + 4], _mm512_set1_epi32((int)ld_u32(xq + 4 * q + 16)));
@@ -1783,7 +1783,6 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
     /* the first chunk streams the tile (and on into the next) from memory:
      * fetch ahead, 9 lines a pair = a super-block's 36 */
     const bool pf = KQ4_PF > 0 && c0 == 0;
-    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
     /* a software pipeline over pairs i (set and buffer i mod 2): B is
      * prepared two pairs ahead and C stored one pair after its product, so
      * no tile load waits for the stores just made and no tile store for the
@@ -1808,16 +1807,18 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
         const int32_t *cs = X->c[set];
         for (int t = 0; t < nc; t++) {
             const int32_t *zw = x->zw + ((size_t)(c0 + t) * (size_t)np + (size_t)i) * 2;
-            const __m512i e = _mm512_set1_epi32(zw[0]), q = _mm512_set1_epi32(zw[1]);
+            const __m512i e2 = _mm512_set1_epi32(zw[0]), q = _mm512_set1_epi32(zw[1]);
             const __m512i q8 = _mm512_slli_epi16(q, 3); /* 8·Q: |8·Q| ≤ 8·32·127 fits 16 bits */
-            const __m512i c0v = _mm512_load_si512((const void *)(cs + 32 * t)),
-                          c1v = _mm512_load_si512((const void *)(cs + 32 * t + 16));
-            /* lane j: low half of C[(t, 0)][j] | low half of C[(t, 1)][j] (0xE4: lo16 ? c0v : c1v << 16) */
-            const __m512i c01 = _mm512_ternarylogic_epi32(c0v, _mm512_slli_epi32(c1v, 16), lo16, 0xE4);
+            /* lane j: low half of C[(t, 0)][j] | low half of C[(t, 1)][j]: the second from a load
+             * 2 bytes early (each lane's high half then holds its own low half), blended by 16-bit lane */
+            const __m512i c01 =
+                _mm512_mask_blend_epi16(0xAAAAAAAAu, _mm512_load_si512((const void *)(cs + 32 * t)),
+                                        _mm512_loadu_si512((const void *)((const char *)(cs + 32 * t + 16) - 2)));
             const __m512i P = _mm512_sub_epi16(c01, q8);
-            const __m512i w = _mm512_sllv_epi16(sc, e);
+            /* sc_b << e_b as sc_b · 2^e_b (≤ 2016: the low 16 bits are the product) */
+            const __m512i w = _mm512_mullo_epi16(sc, e2);
             I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], P, w), q8, w);
-            M[t] = _mm512_dpwssd_epi32(M[t], q, _mm512_sllv_epi16(mn, e));
+            M[t] = _mm512_dpwssd_epi32(M[t], q, _mm512_mullo_epi16(mn, e2));
         }
         if (p == 3) { /* the super-block's f32 terms, as kq4_tile */
             __m512 d, dmin;
