@@ -77,10 +77,14 @@ enum { QK = 32, QK_K = 256, GROUP = MS_Q8_GROUP, GROUP_Q = 32 * MS_Q8_GROUP, TIL
  * VNNI / AMX) measured 8 rows 2.30 / 2.69, 12 rows 3.46 / 4.25, 13 rows
  * 4.44 / 4.51, 14 rows 4.51 / 3.86, 16 rows 5.43 / 4.79; again with 8
  * rows an unpack (KQ6_NT): 9 rows 3.13 / 3.59, 12 rows 3.22 / 3.65, 13
- * rows 3.63 / 3.50, 16 rows 5.17 / 4.59. Unpacked Q6_K (no VNNI tile path)
- * keeps AMX_MIN_ROWS. */
+ * rows 3.63 / 3.50, 16 rows 5.17 / 4.59. With the VNNI path's half sums
+ * started by broadcast loads (h6) and the AMX finish's FMA (1 thread, min of
+ * 8 alternating rounds; 2 threads alike): 16 rows 7.41 / 8.15 (2 threads
+ * 4.21 / 5.10), 32 rows 15.8 / 16.0 (8.02 / 10.8), 64 rows (2 threads)
+ * 18.6 / 19.6, 128 rows 48.0 / 39.8: VNNI up to a 64-row batch, AMX beyond.
+ * Unpacked Q6_K (no VNNI tile path) keeps AMX_MIN_ROWS. */
 #ifndef AMX_MIN_ROWS_Q6K
-#define AMX_MIN_ROWS_Q6K 13
+#define AMX_MIN_ROWS_Q6K 65
 #endif
 /* Software prefetch distance (bytes ahead of the weight group being read)
  * for the one-row VNNI path; 0: the hardware prefetchers alone. A build
@@ -1574,10 +1578,10 @@ QD_AMX_INLINE void amx_finish(amx_scratch *X, const ms_q8_act *x, int64_t r0, in
         /* (float)sumi; Q6_K: sc₀·lo + sc₁·hi in f32 is exact (|each| ≤ 128·16·32·127 < 2^23,
          * the sum < 2^24), so it equals the twin's int32 sum converted. */
         __m512 sf = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cs + 16 * i)));
-        if (DT == MS_DTYPE_Q6_K)
-            sf = _mm512_add_ps(_mm512_mul_ps(_mm512_load_ps(wb->sc0[c]), sf),
-                               _mm512_mul_ps(_mm512_load_ps(wb->sc1[c]),
-                                             _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(X->c[1] + 16 * i)))));
+        if (DT == MS_DTYPE_Q6_K) /* exact products and sum: one rounding-free FMA, as on VNNI */
+            sf = _mm512_fmadd_ps(_mm512_load_ps(wb->sc1[c]),
+                                 _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(X->c[1] + 16 * i))),
+                                 _mm512_mul_ps(_mm512_load_ps(wb->sc0[c]), sf));
         const __m512 dx = _mm512_set1_ps(x->d[xi]);
         __m512 t = _mm512_mul_ps(_mm512_mul_ps(av, dx), sf);
         float *acc = X->acc[it.t0 + i][lane];
