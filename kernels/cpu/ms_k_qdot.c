@@ -1157,8 +1157,9 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     kq4_store(J, (const __m512(*)[2])acc, j0, mt, i0, NT);
 }
 
-/* Tiles [t0, t1) of 16 weight rows against all x rows, up to NTMAX (≤ 8) x
- * rows a pass of TILE (kq4_tile, kq5_tile, kq6_tile: one weight format each). */
+/* Tiles [t0, t1) of 16 weight rows against all x rows in passes of TILE
+ * (kq4_tile, kq5_tile, kq6_tile: one weight format each): NTMAX x rows a
+ * pass (≤ 16), then one of 8 where 8 or more are left, then the rest. */
 #define KQ_CASE(k, TILE, NTMAX)                                                        \
     case k: TILE(J, pk, j0, mt, i0, (k) < (NTMAX) ? (k) : (NTMAX)); break;
 #define KQ_RANGE(NAME, TILE, NTMAX)                                                    \
@@ -1171,8 +1172,10 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
             const int64_t j0 = 16 * t;                                                 \
             const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);                    \
             const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;    \
-            for (int64_t i0 = 0; i0 < n; i0 += (NTMAX)) {                             \
-                switch (n - i0 < (NTMAX) ? n - i0 : (NTMAX)) {                       \
+            for (int64_t i0 = 0; i0 < n;) {                                            \
+                const int64_t rem = n - i0;                                            \
+                const int nt = (int)(rem >= (NTMAX) ? (NTMAX) : rem >= 8 ? 8 : rem);   \
+                switch (nt) {                                                          \
                     KQ_CASE(1, TILE, NTMAX)                                            \
                     KQ_CASE(2, TILE, NTMAX)                                            \
                     KQ_CASE(3, TILE, NTMAX)                                            \
@@ -1180,8 +1183,10 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
                     KQ_CASE(5, TILE, NTMAX)                                            \
                     KQ_CASE(6, TILE, NTMAX)                                            \
                     KQ_CASE(7, TILE, NTMAX)                                            \
+                    KQ_CASE(8, TILE, NTMAX)                                            \
                 default: TILE(J, pk, j0, mt, i0, (NTMAX)); break;                      \
                 }                                                                      \
+                i0 += nt;                                                              \
             }                                                                          \
         }                                                                              \
     }
@@ -1291,8 +1296,9 @@ KQ_RANGE(kq5_range, kq5_tile, KQ_NT)
 /* x rows an unpack: Q6_K's accumulators live in memory (16 a row), so
  * more rows cost no registers; 8 against 6 (8 rows: 6 + 2), 32768 x 1536
  * on the Intel VM, min of 6 alternating runs: 2 threads 2.26 -> 1.94 ms,
- * 1 thread 4.54 -> 3.96. */
-enum { KQ6_WORDS = 53, KQ6_NT = 8 };
+ * 1 thread 4.54 -> 3.96; 16 against 8 (16 rows: 8 + 8), min of 6: 2
+ * threads 4.69 -> 4.24, 1 thread 7.48 -> 6.63. */
+enum { KQ6_WORDS = 53, KQ6_NT = 16 };
 
 /* Int8 scale s (0..15) of each lane's super-block (byte s % 4 of its scale
  * word s / 4, sw[4]), as f32. */
