@@ -111,8 +111,8 @@ typedef struct {
     int64_t nz;
     int8_t *qz;         /* room for [2·16·groups(k)][max_n rounded up to 8][128] */
     int32_t *zw;        /* [n][k/64][2]: pair P's words of two 16-bit halves (block 2P low, 2P + 1
-                         * high): 2^e_b (a 16-bit multiply by it, not a variable shift); Q_b =
-                         * Σ_{e∈b} qk = sk_b >> e_b */
+                         * high): 2^e_b (a 16-bit multiply by it, not a variable shift); 8·Q_b,
+                         * Q_b = Σ_{e∈b} qk = sk_b >> e_b */
 } ms_q8_act;
 
 /* Groups of 16 blocks a row of k elements takes (k a multiple of 32). */

@@ -355,7 +355,8 @@ static void put_z(ms_q8_act *a, int64_t r, int64_t S, const int8_t *qs, const in
         const int b = 2 * p;
         int32_t *w = a->zw + ((size_t)r * (size_t)(a->k / 64) + (size_t)(4 * S + p)) * 2;
         w[0] = (int32_t)((uint32_t)1 << ek[b] | (uint32_t)1 << (ek[b + 1] + 16));
-        w[1] = (int32_t)((uint32_t)(uint16_t)(sk[b] >> ek[b]) | (uint32_t)(uint16_t)(sk[b + 1] >> ek[b + 1]) << 16);
+        /* 8·Q_b: |8·Q| ≤ 8·32·127 fits 16 bits */
+        w[1] = (int32_t)((uint32_t)(uint16_t)(8 * (sk[b] >> ek[b])) | (uint32_t)(uint16_t)(8 * (sk[b + 1] >> ek[b + 1])) << 16);
     }
 }
 
@@ -1775,10 +1776,12 @@ QD_AMX_INLINE void kq4a_store(kq4a_scratch *X, int set, bool two) {
  * 16-bit lanes: with q' = q − 8, P'_b = Σ q'·qk = P_b − 8·Q_b fits 16 bits
  * (|P'| ≤ 32·8·127), and the low halves of P_b less 8·Q_b give it exactly
  * (mod 2^16). Then with w_b = sc_b << e_b (≤ 63·32, 16 bits):
- *     I += w_b·P'_b + w_b·8Q_b   (= (sc_b·P_b) << e_b, the definition)
- *     M += (mn_b << e_b)·Q_b     (= mn_b·sk_b)
+ *     I  += w_b·P'_b + w_b·8Q_b   (= (sc_b·P_b) << e_b, the definition)
+ *     M8 += (mn_b << e_b)·8Q_b    (= 8·mn_b·sk_b; M = M8 >> 3 at the end)
  * two blocks an instruction (vpdpwssd), all exact int32 (|partial sums| ≤
- * 8·2016·32512·2 < 2^31), so I and M are the twin's integers. */
+ * 8·2016·32512·2 < 2^31; |M8| < 2^30), so I and M are the twin's integers.
+ * The pair word carries 2^e_b and 8·Q_b: a 16-bit multiply instead of a
+ * variable shift, no shift for 8·Q. */
 QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *pk, int64_t j0, int mt, int64_t c0,
                               int nc) {
     const ms_q8_act *x = J->x;
@@ -1817,8 +1820,7 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
         const int32_t *cs = X->c[set];
         for (int t = 0; t < nc; t++) {
             const int32_t *zw = x->zw + ((size_t)(c0 + t) * (size_t)np + (size_t)i) * 2;
-            const __m512i e2 = _mm512_set1_epi32(zw[0]), q = _mm512_set1_epi32(zw[1]);
-            const __m512i q8 = _mm512_slli_epi16(q, 3); /* 8·Q: |8·Q| ≤ 8·32·127 fits 16 bits */
+            const __m512i e2 = _mm512_set1_epi32(zw[0]), q8 = _mm512_set1_epi32(zw[1]); /* 2^e, 8·Q */
             /* lane j: low half of C[(t, 0)][j] | low half of C[(t, 1)][j]: the second from a load
              * 2 bytes early (each lane's high half then holds its own low half), blended by 16-bit lane */
             const __m512i c01 =
@@ -1828,14 +1830,15 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
             /* sc_b << e_b as sc_b · 2^e_b (≤ 2016: the low 16 bits are the product) */
             const __m512i w = _mm512_mullo_epi16(sc, e2);
             I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], P, w), q8, w);
-            M[t] = _mm512_dpwssd_epi32(M[t], q, _mm512_mullo_epi16(mn, e2));
+            M[t] = _mm512_dpwssd_epi32(M[t], q8, _mm512_mullo_epi16(mn, e2)); /* 8·M */
         }
         if (p == 3) { /* the super-block's f32 terms, as kq4_tile */
             __m512 d, dmin;
             kq4_d(u, &d, &dmin);
             for (int t = 0; t < nc; t++) {
                 const float uk = x->uk[(c0 + t) * g * 2 + S];
-                acc[t][S % 2] = _mm512_add_ps(acc[t][S % 2], kq4_term(d, dmin, uk, I[t], M[t]));
+                acc[t][S % 2] =
+                    _mm512_add_ps(acc[t][S % 2], kq4_term(d, dmin, uk, I[t], _mm512_srai_epi32(M[t], 3)));
                 I[t] = M[t] = _mm512_setzero_si512();
             }
         }
