@@ -60,8 +60,9 @@
  * over the tile layout (ms_qdot_pack) for any n, its per-super-block terms
  * in the twin's order. Where the CPU has AMX-INT8 (and the kernel grants
  * the tile data), Q8_0 products of n ≥ 8 rows and Q6_K of n ≥ 65 (packed;
- * unpacked n ≥ 8) take their block sums from AMX tiles (16 x rows × 16 weight rows a tile product, each weight
- * block unpacked once for all n rows), and so do Q4_K products of n ≥ 5
+ * unpacked n ≥ 8) take their block sums from AMX tiles (16 x rows × 16
+ * weight rows a tile product, each weight block unpacked once for all n
+ * rows), and so do Q4_K products of n ≥ 5
  * rows (8 x rows × 16 weight rows × a pair of 32-blocks a tile product,
  * over the zero-padded A rows in qz; the sub-block sums combined in 16-bit
  * lanes, exactly); the sums are the same integers and the f32

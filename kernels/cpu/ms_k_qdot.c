@@ -356,7 +356,8 @@ static void put_z(ms_q8_act *a, int64_t r, int64_t S, const int8_t *qs, const in
         int32_t *w = a->zw + ((size_t)r * (size_t)(a->k / 64) + (size_t)(4 * S + p)) * 2;
         w[0] = (int32_t)((uint32_t)1 << ek[b] | (uint32_t)1 << (ek[b + 1] + 16));
         /* 8·Q_b: |8·Q| ≤ 8·32·127 fits 16 bits */
-        w[1] = (int32_t)((uint32_t)(uint16_t)(8 * (sk[b] >> ek[b])) | (uint32_t)(uint16_t)(8 * (sk[b + 1] >> ek[b + 1])) << 16);
+        w[1] = (int32_t)((uint32_t)(uint16_t)(8 * (sk[b] >> ek[b])) |
+                         (uint32_t)(uint16_t)(8 * (sk[b + 1] >> ek[b + 1])) << 16);
     }
 }
 
