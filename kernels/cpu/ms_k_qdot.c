@@ -1800,7 +1800,13 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
     /* a software pipeline over pairs i (set and buffer i mod 2): B is
      * prepared two pairs ahead and C stored one pair after its product, so
      * no tile load waits for the stores just made and no tile store for the
-     * product just issued (tiles are not renamed) */
+     * product just issued (tiles are not renamed). With two A tiles the
+     * next pair's tile instructions go in halfway through this pair's rows
+     * (and B after them): vector work overlaps tile work only for a few dozen
+     * operations after it (8960 x 1536, 16 rows, min of 6-8 alternating:
+     * 1 thread 1.168 -> 1.073 ms, 2 threads 0.592 -> 0.552; at 8 rows it
+     * measured 0-5 % slower, so one A tile keeps the order before the rows;
+     * results/gguf/ops-2026-11-27c.md) */
     kq4a_prep_at(X, pk, 0, pf);
     if (ni > 1) kq4a_prep_at(X, pk, 1, pf);
     kq4a_tiles(X, z0, 0, two);
@@ -1808,8 +1814,10 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
         const int64_t S = i / 4;
         const int p = (int)(i % 4), set = (int)(i & 1);
         kq4a_store(X, set, two);
-        if (i + 1 < ni) kq4a_tiles(X, z0 + (size_t)(i + 1) * zs, (int)((i + 1) & 1), two);
-        if (i + 2 < ni) kq4a_prep_at(X, pk, i + 2, pf);
+        if (!two) {
+            if (i + 1 < ni) kq4a_tiles(X, z0 + (size_t)(i + 1) * zs, (int)((i + 1) & 1), two);
+            if (i + 2 < ni) kq4a_prep_at(X, pk, i + 2, pf);
+        }
         const uint8_t *u = pk + (size_t)S * sb_bytes;
         const __m512i u0 = _mm512_load_si512((const void *)(u + 64)), u1 = _mm512_load_si512((const void *)(u + 128)),
                       u2 = _mm512_load_si512((const void *)(u + 192));
@@ -1820,6 +1828,7 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
                                            _mm512_slli_epi32(kq4_scale(u0, u1, u2, 2 * p + 1, 1), 16));
         const int32_t *cs = X->c[set];
         for (int t = 0; t < nc; t++) {
+            if (two && t == nc / 2 && i + 1 < ni) kq4a_tiles(X, z0 + (size_t)(i + 1) * zs, (int)((i + 1) & 1), two);
             const int32_t *zw = x->zw + ((size_t)(c0 + t) * (size_t)np + (size_t)i) * 2;
             const __m512i e2 = _mm512_set1_epi32(zw[0]), q8 = _mm512_set1_epi32(zw[1]); /* 2^e, 8·Q */
             /* lane j: low half of C[(t, 0)][j] | low half of C[(t, 1)][j]: the second from a load
@@ -1833,6 +1842,7 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
             I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], P, w), q8, w);
             M[t] = _mm512_dpwssd_epi32(M[t], q8, _mm512_mullo_epi16(mn, e2)); /* 8·M */
         }
+        if (two && i + 2 < ni) kq4a_prep_at(X, pk, i + 2, pf);
         if (p == 3) { /* the super-block's f32 terms, as kq4_tile */
             __m512 d, dmin;
             kq4_d(u, &d, &dmin);
