@@ -1733,31 +1733,24 @@ QD_AMX_INLINE void kq4a_prep_at(kq4a_scratch *X, const uint8_t *pk, int64_t i, b
     kq4a_prep(X, u, (int)(i % 4), (int)(i & 1), pf ? pk + (size_t)i * 9 * 64 + KQ4_PF : NULL);
 }
 
-/* The product of buffer `set`'s B and the A rows at za into tile set
- * `set`'s C, left in the tile (kq4a_store); two: also the A tile of the
- * next 8 x rows (za + 8 · 128) into the set's second C. */
-QD_AMX_INLINE void kq4a_tiles(const kq4a_scratch *X, const int8_t *za, int set, bool two) {
+/* Stage st of the product of buffer `set`'s B and the A rows at za into
+ * tile set `set`'s C (left in the tile for kq4a_store): 0 loads B and the
+ * A tile of the first 8 x rows, 1 multiplies them into C; with two A
+ * tiles, 2 loads the next 8 rows' A tile (za + 8 · 128) into the same
+ * tile (after 1 has read it) and 3 multiplies it into the set's second C.
+ * The stages go in apart, between x rows of the vector work (kq4a_chunk). */
+QD_AMX_INLINE void kq4a_stage(const kq4a_scratch *X, const int8_t *za, int set, int st) {
     const int8_t *zb = za + KQ4A_X * 128;
     if (set == 0) {
-        QD_TILE_LOAD(1, X->b[0], 64);
-        QD_TILE_LOAD(0, za, 64);
-        QD_TILE_ZERO(2);
-        QD_TILE_DPBSUD(2, 0, 1);
-        if (two) {
-            QD_TILE_LOAD(0, zb, 64);
-            QD_TILE_ZERO(6);
-            QD_TILE_DPBSUD(6, 0, 1);
-        }
+        if (st == 0) { QD_TILE_LOAD(1, X->b[0], 64); QD_TILE_LOAD(0, za, 64); }
+        if (st == 1) { QD_TILE_ZERO(2); QD_TILE_DPBSUD(2, 0, 1); }
+        if (st == 2) QD_TILE_LOAD(0, zb, 64);
+        if (st == 3) { QD_TILE_ZERO(6); QD_TILE_DPBSUD(6, 0, 1); }
     } else {
-        QD_TILE_LOAD(4, X->b[1], 64);
-        QD_TILE_LOAD(3, za, 64);
-        QD_TILE_ZERO(5);
-        QD_TILE_DPBSUD(5, 3, 4);
-        if (two) {
-            QD_TILE_LOAD(3, zb, 64);
-            QD_TILE_ZERO(7);
-            QD_TILE_DPBSUD(7, 3, 4);
-        }
+        if (st == 0) { QD_TILE_LOAD(4, X->b[1], 64); QD_TILE_LOAD(3, za, 64); }
+        if (st == 1) { QD_TILE_ZERO(5); QD_TILE_DPBSUD(5, 3, 4); }
+        if (st == 2) QD_TILE_LOAD(3, zb, 64);
+        if (st == 3) { QD_TILE_ZERO(7); QD_TILE_DPBSUD(7, 3, 4); }
     }
 }
 
@@ -1798,26 +1791,27 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
      * fetch ahead, 9 lines a pair = a super-block's 36 */
     const bool pf = KQ4_PF > 0 && c0 == 0;
     /* a software pipeline over pairs i (set and buffer i mod 2): B is
-     * prepared two pairs ahead and C stored one pair after its product, so
-     * no tile load waits for the stores just made and no tile store for the
-     * product just issued (tiles are not renamed). With two A tiles the
-     * next pair's tile instructions go in halfway through this pair's rows
-     * (and B after them): vector work overlaps tile work only for a few dozen
-     * operations after it (8960 x 1536, 16 rows, min of 6-8 alternating:
-     * 1 thread 1.168 -> 1.073 ms, 2 threads 0.592 -> 0.552; at 8 rows it
-     * measured 0-5 % slower, so one A tile keeps the order before the rows;
-     * results/gguf/ops-2026-11-27c.md) */
+     * prepared two pairs ahead and C stored one pair after its product (tiles
+     * are not renamed). The tile unit's work does not overlap the vector
+     * work issued after it beyond a few dozen operations, so the next pair's
+     * tile instructions go in apart: its loads before this pair's rows, its
+     * product (each product, and the second A tile's load) between rows, at
+     * the row counts below. 8960 x 1536, 1 thread, min of 6-8 alternating,
+     * rows unrolled (kq4a_range): 8 rows, loads and product before the rows
+     * 0.585 ms -> product before row 2, 4, 5, 6: 0.522, 0.518, 0.512, 0.505;
+     * 16 rows, the stages before rows 8, 8, 8, 8 (the previous order) 1.145
+     * -> 4, 8, 12 (and the loads at 0) 0.975 (results/gguf/ops-2026-11-27d.md) */
+    const int at1 = two ? nc / 4 : 5 * nc / 8, at2 = nc / 2, at3 = 3 * nc / 4;
     kq4a_prep_at(X, pk, 0, pf);
     if (ni > 1) kq4a_prep_at(X, pk, 1, pf);
-    kq4a_tiles(X, z0, 0, two);
+    for (int st = 0; st < (two ? 4 : 2); st++) kq4a_stage(X, z0, 0, st);
     for (int64_t i = 0; i < ni; i++) {
         const int64_t S = i / 4;
-        const int p = (int)(i % 4), set = (int)(i & 1);
+        const int p = (int)(i % 4), set = (int)(i & 1), next = (int)((i + 1) & 1);
+        const int8_t *zn = z0 + (size_t)(i + 1) * zs;
         kq4a_store(X, set, two);
-        if (!two) {
-            if (i + 1 < ni) kq4a_tiles(X, z0 + (size_t)(i + 1) * zs, (int)((i + 1) & 1), two);
-            if (i + 2 < ni) kq4a_prep_at(X, pk, i + 2, pf);
-        }
+        if (i + 1 < ni) kq4a_stage(X, zn, next, 0);
+        if (i + 2 < ni) kq4a_prep_at(X, pk, i + 2, pf);
         const uint8_t *u = pk + (size_t)S * sb_bytes;
         const __m512i u0 = _mm512_load_si512((const void *)(u + 64)), u1 = _mm512_load_si512((const void *)(u + 128)),
                       u2 = _mm512_load_si512((const void *)(u + 192));
@@ -1828,7 +1822,11 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
                                            _mm512_slli_epi32(kq4_scale(u0, u1, u2, 2 * p + 1, 1), 16));
         const int32_t *cs = X->c[set];
         for (int t = 0; t < nc; t++) {
-            if (two && t == nc / 2 && i + 1 < ni) kq4a_tiles(X, z0 + (size_t)(i + 1) * zs, (int)((i + 1) & 1), two);
+            if (i + 1 < ni) {
+                if (t == at1) kq4a_stage(X, zn, next, 1);
+                if (two && t == at2) kq4a_stage(X, zn, next, 2);
+                if (two && t == at3) kq4a_stage(X, zn, next, 3);
+            }
             const int32_t *zw = x->zw + ((size_t)(c0 + t) * (size_t)np + (size_t)i) * 2;
             const __m512i e2 = _mm512_set1_epi32(zw[0]), q8 = _mm512_set1_epi32(zw[1]); /* 2^e, 8·Q */
             /* lane j: low half of C[(t, 0)][j] | low half of C[(t, 1)][j]: the second from a load
@@ -1842,7 +1840,6 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
             I[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(I[t], P, w), q8, w);
             M[t] = _mm512_dpwssd_epi32(M[t], q8, _mm512_mullo_epi16(mn, e2)); /* 8·M */
         }
-        if (two && i + 2 < ni) kq4a_prep_at(X, pk, i + 2, pf);
         if (p == 3) { /* the super-block's f32 terms, as kq4_tile */
             __m512 d, dmin;
             kq4_d(u, &d, &dmin);
@@ -1875,7 +1872,13 @@ QD_AMX static void kq4a_range(void *arg, int64_t t0, int64_t t1) {
         const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;
         for (int64_t c0 = 0; c0 < n; c0 += KQ4A_CHUNK) {
             const int nc = (int)(n - c0 < KQ4A_CHUNK ? n - c0 : KQ4A_CHUNK);
-            kq4a_chunk(J, X, pk, j0, mt, c0, nc);
+            /* 8 and 16 rows (the verifies) as constants: the row loop unrolled, I and M in registers */
+            if (nc == KQ4A_X)
+                kq4a_chunk(J, X, pk, j0, mt, c0, KQ4A_X);
+            else if (nc == KQ4A_CHUNK)
+                kq4a_chunk(J, X, pk, j0, mt, c0, KQ4A_CHUNK);
+            else
+                kq4a_chunk(J, X, pk, j0, mt, c0, nc);
         }
     }
     _tile_release();
