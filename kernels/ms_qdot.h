@@ -54,12 +54,13 @@
  *
  * Batch and thread invariance: y[r, j] is a function of x row r and weight
  * row j only, in one fixed order, so a row's result is bitwise the same
- * alone or among n rows and for any pool thread count; the SIMD path tiles
- * up to 8 x rows per unpacked weight block without changing any row's
- * arithmetic; Q4_K's path puts 16 weight rows in the lanes of a vector
- * over the tile layout (ms_qdot_pack) for any n, its per-super-block terms
- * in the twin's order. Where the CPU has AMX-INT8 (and the kernel grants
- * the tile data), Q8_0 products of n ≥ 8 rows and Q6_K of n ≥ 65 (packed;
+ * alone or among n rows and for any pool thread count; the SIMD paths
+ * apply each unpacked weight block to several x rows (up to 8 on the
+ * row-major path; 6 for Q4_K and Q5_0, 16 for Q6_K on the tile layout)
+ * without changing any row's arithmetic; the tile-layout paths
+ * (ms_qdot_pack) put 16 weight rows in the lanes of a vector for any n,
+ * Q4_K's per-super-block terms in the twin's order. Where the CPU has
+ * AMX-INT8 (and the kernel grants the tile data), Q8_0 products of n ≥ 8 rows and Q6_K of n ≥ 65 (packed;
  * unpacked n ≥ 8) take their block sums from AMX tiles (16 x rows × 16
  * weight rows a tile product, each weight block unpacked once for all n
  * rows), and so do Q4_K products of n ≥ 5
