@@ -1796,11 +1796,12 @@ QD_AMX_INLINE void kq4a_chunk(const qd_job *J, kq4a_scratch *X, const uint8_t *p
      * work issued after it beyond a few dozen operations, so the next pair's
      * tile instructions go in apart: its loads before this pair's rows, its
      * product (each product, and the second A tile's load) between rows, at
-     * the row counts below. 8960 x 1536, 1 thread, min of 6-8 alternating,
-     * rows unrolled (kq4a_range): 8 rows, loads and product before the rows
-     * 0.585 ms -> product before row 2, 4, 5, 6: 0.522, 0.518, 0.512, 0.505;
-     * 16 rows, the stages before rows 8, 8, 8, 8 (the previous order) 1.145
-     * -> 4, 8, 12 (and the loads at 0) 0.975 (results/gguf/ops-2026-11-27d.md) */
+     * the row counts below. 8960 x 1536, 1 thread, min of 6-8 alternating:
+     * 8 rows (unrolled, kq4a_range), loads and product before the rows 0.585
+     * ms -> product before row 2, 4, 5, 6: 0.522, 0.518, 0.512, 0.505; 16
+     * rows, all four stages before row 8 (the previous order) 1.145 -> loads
+     * at 0, the rest before rows 4, 8, 12: 1.036, unrolled 0.975
+     * (results/gguf/ops-2026-11-27d.md) */
     const int at1 = two ? nc / 4 : 5 * nc / 8, at2 = nc / 2, at3 = 3 * nc / 4;
     kq4a_prep_at(X, pk, 0, pf);
     if (ni > 1) kq4a_prep_at(X, pk, 1, pf);
