@@ -185,10 +185,11 @@ void ms_qdot_pack_free(ms_qweight *w);
 /* Bytes ms_qdot_pack would allocate for w (0 where it makes none). */
 size_t ms_qdot_pack_bytes(const ms_qweight *w);
 
-/* The path ms_qdot_linear takes for dtype on this CPU: "avx512vnni+amx"
- * (Q6_K, Q8_0 with AMX as above), "avx512vnni" (Q4_K, Q6_K, Q5_0,
- * Q8_0 where the CPU has AVX-512 F/BW/VL/VNNI) or "scalar" (the twin,
- * threaded), for tests and reports. */
+/* The path ms_qdot_linear takes for dtype at the active instruction-set
+ * level (ms_isa.h): "avx512vnni+amx", "avx512vnni", "avx2", "neon",
+ * "neon-dotprod", "neon-i8mm" or "scalar" (the twin, threaded), for tests
+ * and reports; ms_qdot_isa the level itself ("amx", "avx2", ...). */
 const char *ms_qdot_path(ms_dtype dtype);
+const char *ms_qdot_isa(void);
 
 #endif

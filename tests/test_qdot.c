@@ -8,6 +8,10 @@
  *     ms_q_dequant_ref weights with the dequantized activations (d·q; for
  *     Q4_K the per-super-block dk·qk), every
  *     type, odd m, n, several k (partial groups), within 1e-4 of Σ|W||x̂|;
+ *  Every check of the fast paths (1, 3, 4, 5) runs at each instruction-set
+ *  level this CPU has (ms_isa.h: avx2, avx512, amx; neon, dotprod, i8mm; the
+ *  threaded twin where it has none), set with ms_isa_set, against one twin:
+ *  a level's quantizer writes the twin's bytes and its products the twin's bits.
  *  3. the fast path (ms_qdot_linear, SIMD where the CPU has it) == the twin
  *     bitwise, every type, n across the row tiles, with bias, with guard
  *     values after y, with 1 and 2 pool threads; ms_qdot_linear_rows == the
@@ -17,8 +21,7 @@
  *  4. batch and thread invariance: row r of an n-row product == the 1-row
  *     product of row r alone, bitwise, n = 1..64, 1 and 2 threads, the
  *     weight as stored and packed — across the paths, where the CPU has AMX
- *     (VNNI for n < 8, AMX tiles from 8 rows; test_qdot_noamx repeats all
- *     with VNNI only);
+ *     (VNNI for n < 8, AMX tiles from 8 rows);
  *     ms_q8_quantize_forms with only the form a weight reads: the same bits;
  *  5. accuracy versus the f32 ms_q_linear on Gaussian x: |Δy| ≤ Σ_b (d_b/2)
  *     Σ_{e∈b}|W_e| (+ f32 slack) per element, and the rms relative error
@@ -31,6 +34,7 @@
 #include <unistd.h>
 
 #include "ms_check.h"
+#include "ms_isa.h"
 #include "ms_pool.h"
 #include "ms_qdot.h"
 
@@ -53,6 +57,23 @@ static void set_threads(int n) {
     ms_pool_set_threads(n);
     usleep(200000);
 }
+
+/* The levels to test: every SIMD level this CPU has, lowest first (the
+ * threaded twin alone where it has none). */
+static int g_nlev;
+static ms_isa g_lev[MS_ISA_COUNT];
+
+static void find_levels(void) {
+    const ms_isa cpu = ms_isa_cpu();
+    for (int i = 1; i < MS_ISA_COUNT; i++)
+        if (ms_isa_includes(cpu, (ms_isa)i)) g_lev[g_nlev++] = (ms_isa)i;
+    if (g_nlev == 0) g_lev[g_nlev++] = MS_ISA_SCALAR;
+    printf("  CPU level %s; testing", ms_isa_name(cpu));
+    for (int i = 0; i < g_nlev; i++) printf(" %s", ms_isa_name(g_lev[i]));
+    printf("\n");
+}
+
+static void set_level(ms_isa l) { CHECK(ms_isa_set(l), "ms_isa_set(%s)", ms_isa_name(l)); }
 
 /* Bitwise equal, or both NaN. */
 static bool same(float a, float b) { return f32_bits(a) == f32_bits(b) || (isnan(a) && isnan(b)); }
@@ -336,13 +357,24 @@ static void test_fast_vs_twin(int threads) {
         const ms_dtype t = k_types[ti];
         int64_t ks[5];
         const int nk = ks_for(t, ks);
-        if (threads == 1) printf("  %-5s path %s\n", ms_dtype_name(t), ms_qdot_path(t));
+        if (threads == 1) {
+            printf("  %-5s paths", ms_dtype_name(t));
+            for (int l = 0; l < g_nlev; l++) {
+                set_level(g_lev[l]);
+                printf(" %s: %s", ms_isa_name(g_lev[l]), ms_qdot_path(t));
+            }
+            printf("\n");
+        }
         for (int ki = 0; ki < nk; ki++) {
             const int64_t k = ks[ki], m = 67, nmax = 130;
             uint8_t *wd = make_weights(&r, t, m, k);
-            ms_qweight w = ms_qweight_view(t, wd, m, k), wp = w;
-            MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
-            packed += wp.tiles != NULL;
+            ms_qweight w = ms_qweight_view(t, wd, m, k), wp[MS_ISA_COUNT];
+            for (int l = 0; l < g_nlev; l++) { /* packed where that level reads the tile layout */
+                set_level(g_lev[l]);
+                wp[l] = w;
+                MS_ASSERT(ms_qdot_pack(&wp[l]) == MS_OK);
+                packed += wp[l].tiles != NULL;
+            }
             float *x = make_x(&r, nmax, k), *bias = malloc((size_t)m * sizeof(float));
             for (int64_t j = 0; j < m; j++) bias[j] = (float)ms_rng_normal(&r);
             const size_t ny = (size_t)(nmax * m) + GUARD;
@@ -353,39 +385,46 @@ static void test_fast_vs_twin(int threads) {
             MS_ASSERT(ms_q8_act_alloc(&a, nmax, k) == MS_OK);
             for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
                 const int64_t n = ns[ni];
-                ms_q8_quantize(&a, x, n, k);
                 const float *bb = (ni % 2) ? bias : NULL;
+                /* the twin, once, over the scalar quantizer's activations */
+                set_level(MS_ISA_SCALAR);
+                ms_q8_quantize(&a, x, n, k);
                 for (size_t i = 0; i < ny; i++) yr[i] = -12345.0f;
                 ms_qdot_linear_ref(yr, &a, &w, bb);
-                int diff = 0;
-                /* as stored, then (where made) in the AMX tile layout: the same bits */
-                for (const ms_qweight *ww = &w; ww; ww = ww == &w && wp.tiles ? &wp : NULL) {
-                    for (size_t i = 0; i < ny; i++) y[i] = -12345.0f;
-                    ms_qdot_linear(y, &a, ww, bb);
-                    int guard = 0;
-                    diff = 0;
-                    for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], yr[i]);
-                    for (size_t i = (size_t)(n * m); i < ny; i++) guard += y[i] != -12345.0f;
-                    CHECK(diff == 0 && guard == 0, "%s k=%lld n=%lld threads=%d%s: %d outputs differ from the twin, %d guards",
-                          ms_dtype_name(t), (long long)k, (long long)n, threads, ww == &wp ? " packed" : "", diff,
-                          guard);
-                }
-                ms_qdot_linear_rows(z, &a, &w, rows, 9);
                 ms_qdot_linear_rows_ref(zr, &a, &w, rows, 9);
-                ms_qdot_linear(y, &a, &w, NULL);
-                diff = 0;
-                for (int64_t i = 0; i < n; i++)
-                    for (int c = 0; c < 9; c++)
-                        diff += !same(z[i * 9 + c], zr[i * 9 + c]) + !same(z[i * 9 + c], y[i * m + rows[c]]);
-                CHECK(diff == 0, "%s k=%lld n=%lld: rows variant %d differences", ms_dtype_name(t), (long long)k,
-                      (long long)n, diff);
+                for (int l = 0; l < g_nlev; l++) {
+                    set_level(g_lev[l]);
+                    ms_q8_quantize(&a, x, n, k); /* this level's quantizer: the same bytes */
+                    int diff = 0;
+                    /* as stored, then (where made) in the tile layout: the same bits */
+                    for (const ms_qweight *ww = &w; ww; ww = ww == &w && wp[l].tiles ? &wp[l] : NULL) {
+                        for (size_t i = 0; i < ny; i++) y[i] = -12345.0f;
+                        ms_qdot_linear(y, &a, ww, bb);
+                        int guard = 0;
+                        diff = 0;
+                        for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], yr[i]);
+                        for (size_t i = (size_t)(n * m); i < ny; i++) guard += y[i] != -12345.0f;
+                        CHECK(diff == 0 && guard == 0,
+                              "%s %s k=%lld n=%lld threads=%d%s: %d outputs differ from the twin, %d guards",
+                              ms_isa_name(g_lev[l]), ms_dtype_name(t), (long long)k, (long long)n, threads,
+                              ww == &w ? "" : " packed", diff, guard);
+                    }
+                    ms_qdot_linear_rows(z, &a, &w, rows, 9);
+                    ms_qdot_linear(y, &a, &w, NULL);
+                    diff = 0;
+                    for (int64_t i = 0; i < n; i++)
+                        for (int c = 0; c < 9; c++)
+                            diff += !same(z[i * 9 + c], zr[i * 9 + c]) + !same(z[i * 9 + c], y[i * m + rows[c]]);
+                    CHECK(diff == 0, "%s %s k=%lld n=%lld: rows variant %d differences", ms_isa_name(g_lev[l]),
+                          ms_dtype_name(t), (long long)k, (long long)n, diff);
+                }
             }
             ms_q8_act_free(&a);
-            ms_qdot_pack_free(&wp);
+            for (int l = 0; l < g_nlev; l++) ms_qdot_pack_free(&wp[l]);
             free(wd), free(x), free(bias), free(y), free(yr), free(z), free(zr);
         }
     }
-    if (threads == 1) printf("  %d weights packed into the AMX tile layout\n", packed);
+    if (threads == 1) printf("  %d weights packed into the tile layout\n", packed);
 }
 
 /* ---- 4 ---------------------------------------------------------------------- */
@@ -397,33 +436,42 @@ static void test_invariance(int threads) {
         const ms_dtype t = k_types[ti];
         const int64_t k = ms_dtype_block(t) == 256 ? 768 : 544, m = 41, N = 64;
         uint8_t *wd = make_weights(&r, t, m, k);
-        ms_qweight w = ms_qweight_view(t, wd, m, k), wp = w;
-        MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
+        ms_qweight w = ms_qweight_view(t, wd, m, k);
         float *x = make_x(&r, N, k);
         float *one = malloc((size_t)(N * m) * sizeof(float)), *y = malloc((size_t)(N * m) * sizeof(float));
+        float *tw = malloc((size_t)(N * m) * sizeof(float));
         ms_q8_act a;
         MS_ASSERT(ms_q8_act_alloc(&a, N, k) == MS_OK);
-        for (int64_t i = 0; i < N; i++) { /* each row alone, fast path and thread-free twin */
+        set_level(MS_ISA_SCALAR);
+        for (int64_t i = 0; i < N; i++) { /* the thread-free twin, each row alone */
             ms_q8_quantize(&a, x + i * k, 1, k);
-            ms_qdot_linear(one + i * m, &a, &w, NULL);
-            ms_qdot_linear_ref(y + i * m, &a, &w, NULL);
+            ms_qdot_linear_ref(tw + i * m, &a, &w, NULL);
         }
-        int diff = 0;
-        for (int64_t i = 0; i < N * m; i++) diff += !same(y[i], one[i]);
-        for (int64_t n = 1; n <= N; n++) {
-            ms_q8_quantize(&a, x, n, k);
-            ms_qdot_linear(y, &a, &w, NULL);
-            for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], one[i]);
-            if (wp.tiles) {
-                ms_qdot_linear(y, &a, &wp, NULL);
-                for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], one[i]);
+        for (int l = 0; l < g_nlev; l++) {
+            set_level(g_lev[l]);
+            ms_qweight wp = w;
+            MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
+            for (int64_t i = 0; i < N; i++) { /* each row alone, this level */
+                ms_q8_quantize(&a, x + i * k, 1, k);
+                ms_qdot_linear(one + i * m, &a, &w, NULL);
             }
+            int diff = 0;
+            for (int64_t i = 0; i < N * m; i++) diff += !same(tw[i], one[i]);
+            for (int64_t n = 1; n <= N; n++) {
+                ms_q8_quantize(&a, x, n, k);
+                ms_qdot_linear(y, &a, &w, NULL);
+                for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], one[i]);
+                if (wp.tiles) {
+                    ms_qdot_linear(y, &a, &wp, NULL);
+                    for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], one[i]);
+                }
+            }
+            CHECK(diff == 0, "%s %s threads=%d: %d outputs of n-row products differ from the 1-row product",
+                  ms_isa_name(g_lev[l]), ms_dtype_name(t), threads, diff);
+            ms_qdot_pack_free(&wp);
         }
-        CHECK(diff == 0, "%s threads=%d: %d outputs of n-row products differ from the 1-row product",
-              ms_dtype_name(t), threads, diff);
         ms_q8_act_free(&a);
-        ms_qdot_pack_free(&wp);
-        free(wd), free(x), free(one), free(y);
+        free(wd), free(x), free(one), free(y), free(tw);
     }
 }
 
@@ -455,21 +503,27 @@ static void test_multi(int threads) {
     MS_ASSERT(ms_q8_act_alloc(&a, nmax, k) == MS_OK);
     for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
         const int64_t n = ns[ni];
+        set_level(MS_ISA_SCALAR);
         ms_q8_quantize(&a, x, n, k);
         ms_qdot_out outs[3];
         for (int i = 0; i < 3; i++) {
-            for (int64_t e = 0; e < nmax * ms[i] + GUARD; e++) y[i][e] = -12345.0f;
             outs[i] = (ms_qdot_out){.y = y[i], .w = &w[i], .b = i == 0 ? bias : NULL};
             ms_qdot_linear_ref(yr[i], &a, &w[i], outs[i].b);
         }
-        ms_qdot_linear_multi(outs, 3, &a);
-        int diff = 0, guard = 0;
-        for (int i = 0; i < 3; i++) {
-            for (int64_t e = 0; e < n * ms[i]; e++) diff += !same(y[i][e], yr[i][e]);
-            for (int64_t e = n * ms[i]; e < nmax * ms[i] + GUARD; e++) guard += y[i][e] != -12345.0f;
+        for (int l = 0; l < g_nlev; l++) {
+            set_level(g_lev[l]);
+            ms_q8_quantize(&a, x, n, k);
+            for (int i = 0; i < 3; i++)
+                for (int64_t e = 0; e < nmax * ms[i] + GUARD; e++) y[i][e] = -12345.0f;
+            ms_qdot_linear_multi(outs, 3, &a);
+            int diff = 0, guard = 0;
+            for (int i = 0; i < 3; i++) {
+                for (int64_t e = 0; e < n * ms[i]; e++) diff += !same(y[i][e], yr[i][e]);
+                for (int64_t e = n * ms[i]; e < nmax * ms[i] + GUARD; e++) guard += y[i][e] != -12345.0f;
+            }
+            CHECK(diff == 0 && guard == 0, "%s multi n=%lld threads=%d: %d outputs differ from the twins, %d guards",
+                  ms_isa_name(g_lev[l]), (long long)n, threads, diff, guard);
         }
-        CHECK(diff == 0 && guard == 0, "multi n=%lld threads=%d: %d outputs differ from the twins, %d guards",
-              (long long)n, threads, diff, guard);
     }
     ms_q8_act_free(&a);
     for (int i = 0; i < 3; i++) free(wd[i]), free(y[i]), free(yr[i]);
@@ -492,12 +546,13 @@ static void test_forms(int threads) {
     float *y = malloc((size_t)(nmax * m) * sizeof(float)), *yf = malloc((size_t)(nmax * m) * sizeof(float));
     ms_q8_act a;
     MS_ASSERT(ms_q8_act_alloc(&a, nmax, k) == MS_OK);
-    for (int ti = 0; ti < 2; ti++) {
-        uint8_t *wd = make_weights(&r, types[ti], m, k);
-        ms_qweight w = ms_qweight_view(types[ti], wd, m, k), wp = w;
+    for (int ti = 0; ti < 2 * g_nlev; ti++) {
+        set_level(g_lev[ti / 2]);
+        uint8_t *wd = make_weights(&r, types[ti % 2], m, k);
+        ms_qweight w = ms_qweight_view(types[ti % 2], wd, m, k), wp = w;
         MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
-        const int want = ti == 0 ? MS_Q8_SUPER : MS_Q8_BLOCKS;
-        CHECK(ms_q8_forms(&w) == want, "%s reads form %d, want %d", ms_dtype_name(types[ti]), ms_q8_forms(&w), want);
+        const int want = ti % 2 == 0 ? MS_Q8_SUPER : MS_Q8_BLOCKS;
+        CHECK(ms_q8_forms(&w) == want, "%s reads form %d, want %d", ms_dtype_name(types[ti % 2]), ms_q8_forms(&w), want);
         for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
             const int64_t n = ns[ni];
             for (const ms_qweight *ww = &w; ww; ww = ww == &w && wp.tiles ? &wp : NULL) {
@@ -505,12 +560,12 @@ static void test_forms(int threads) {
                 ms_qdot_linear(y, &a, ww, NULL);
                 ms_q8_quantize_forms(&a, x, n, k, want);
                 CHECK(a.has_b == (want == MS_Q8_BLOCKS) && a.has_k == (want == MS_Q8_SUPER),
-                      "%s n=%lld: forms made %d/%d", ms_dtype_name(types[ti]), (long long)n, a.has_b, a.has_k);
+                      "%s n=%lld: forms made %d/%d", ms_dtype_name(types[ti % 2]), (long long)n, a.has_b, a.has_k);
                 ms_qdot_linear(yf, &a, ww, NULL);
                 int diff = 0;
                 for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], yf[i]);
-                CHECK(diff == 0, "%s n=%lld threads=%d%s: %d outputs differ with only its form made",
-                      ms_dtype_name(types[ti]), (long long)n, threads, ww == &wp ? " packed" : "", diff);
+                CHECK(diff == 0, "%s %s n=%lld threads=%d%s: %d outputs differ with only its form made",
+                      ms_isa_name(g_lev[ti / 2]), ms_dtype_name(types[ti % 2]), (long long)n, threads, ww == &wp ? " packed" : "", diff);
             }
         }
         ms_qdot_pack_free(&wp);
@@ -577,30 +632,39 @@ static void test_q4k_extremes(void) {
             memset(b + 4, 0xFF, 12);                /* every 6-bit scale and min 63 */
             memset(b + 16, j % 2 ? 0x00 : 0xFF, 128); /* nibbles 0 or 15 */
         }
-    ms_qweight w = ms_qweight_view(MS_DTYPE_Q4_K, wd, m, k), wp = w;
-    MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
+    ms_qweight w = ms_qweight_view(MS_DTYPE_Q4_K, wd, m, k);
     float *x = malloc((size_t)(N * k) * sizeof(float));
     for (int64_t i = 0; i < N * k; i++) x[i] = (i / k) % 2 ? -1.0f : 1.0f;
     float *y = malloc((size_t)(N * m) * sizeof(float)), *yr = malloc((size_t)(N * m) * sizeof(float));
     ms_q8_act a;
     MS_ASSERT(ms_q8_act_alloc(&a, N, k) == MS_OK);
-    int diff = 0;
-    for (int64_t n = 1; n <= N; n++) {
-        ms_q8_quantize(&a, x, n, k);
-        ms_qdot_linear_ref(yr, &a, &w, NULL);
-        ms_qdot_linear(y, &a, wp.tiles ? &wp : &w, NULL);
-        for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], yr[i]);
+    for (int l = 0; l < g_nlev; l++) {
+        set_level(g_lev[l]);
+        ms_qweight wp = w;
+        MS_ASSERT(ms_qdot_pack(&wp) == MS_OK);
+        int diff = 0;
+        for (int64_t n = 1; n <= N; n++) {
+            ms_q8_quantize(&a, x, n, k);
+            ms_qdot_linear_ref(yr, &a, &w, NULL);
+            ms_qdot_linear(y, &a, wp.tiles ? &wp : &w, NULL);
+            for (int64_t i = 0; i < n * m; i++) diff += !same(y[i], yr[i]);
+        }
+        CHECK(diff == 0, "%s: Q4_K at its integer bounds: %d outputs differ from the twin", ms_isa_name(g_lev[l]),
+              diff);
+        ms_qdot_pack_free(&wp);
     }
-    CHECK(diff == 0, "Q4_K at its integer bounds: %d outputs differ from the twin", diff);
     ms_q8_act_free(&a);
-    ms_qdot_pack_free(&wp);
     free(wd), free(x), free(y), free(yr);
 }
 
 int main(void) {
     /* 1 thread, then 2: the pool is started once (see set_threads) */
-    test_quantize();
-    test_quantize_k();
+    find_levels();
+    for (int l = 0; l < g_nlev; l++) { /* each level's quantizer against the definition */
+        set_level(g_lev[l]);
+        test_quantize();
+        test_quantize_k();
+    }
     test_twin_vs_naive();
     test_fast_vs_twin(1);
     test_invariance(1);
@@ -613,6 +677,7 @@ int main(void) {
     test_multi(2);
     test_forms(2);
     test_q4k_extremes();
+    set_level(g_lev[g_nlev - 1]);
     test_accuracy();
     ms_pool_set_threads(1);
     if (g_fail) fprintf(stderr, "test_qdot: %d failures\n", g_fail);
