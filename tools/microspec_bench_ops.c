@@ -24,6 +24,7 @@
 #include "ms_kernels.h"
 #include "ms_model.h"
 #include "ms_pool.h"
+#include "ms_qdot.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -53,6 +54,9 @@ static void usage(FILE *f) {
             "  --q8               8-bit activation matmuls (default)\n"
             "  --f32              exact f32 matmuls\n"
             "  --llama-bench DIR  also run DIR/llama-bench on the same file and threads, alternating\n"
+            "  --llama-repack R   llama-bench's --repack for both its runs (default 1, its own default)\n"
+            "The kernels' instruction set is the CPU's best unless MS_ISA caps it (MS_ISA=avx2 times the\n"
+            "AVX2 path on an AVX-512 CPU; build llama.cpp with tools/build-llamacpp.sh --isa avx2 to match).\n"
             "  -h, --help         this text\n",
             CTX, MAX_MODELS);
 }
@@ -204,29 +208,32 @@ static int read_llama(FILE *f, double *tg, double pp[N_SIZES]) {
     return pclose(f);
 }
 
-/* Two `llama-bench -r 1` runs: tg 16 with its defaults, and pp n for each
- * SIZES[i] with --repack 0 (this build's repacked multi-row path dies with
- * SIGILL on this VM: AMX tiles it never asks the kernel for). tokens/s;
- * false when tg failed (pp sizes that failed stay NaN). */
-static bool run_llama(const char *dir, const char *model, int threads, double *tg, double pp[N_SIZES]) {
+/* Two `llama-bench -r 1` runs with one --repack setting (its default is 1;
+ * on an Intel AMX VM its repacked multi-row path died with SIGILL, AMX
+ * tiles it never asks the kernel for, so --llama-repack 0 exists): tg 16,
+ * and pp n for each SIZES[i]. tokens/s; false when tg failed (pp sizes that
+ * failed stay NaN, and the table says so). */
+static bool run_llama(const char *dir, const char *model, int threads, int repack, double *tg, double pp[N_SIZES]) {
     char cmd[4096];
     *tg = NAN;
     for (int i = 0; i < N_SIZES; i++) pp[i] = NAN;
-    snprintf(cmd, sizeof cmd, "'%s/llama-bench' -m '%s' -t %d -r 1 -p 0 -n 16 -o jsonl 2>/dev/null", dir, model,
-             threads);
+    snprintf(cmd, sizeof cmd, "'%s/llama-bench' -m '%s' -t %d -r 1 -p 0 -n 16 --repack %d -o jsonl 2>/dev/null", dir,
+             model, threads, repack);
     FILE *f = popen(cmd, "r");
     if (!f || read_llama(f, tg, pp) != 0) return false;
     snprintf(cmd, sizeof cmd,
-             "'%s/llama-bench' -m '%s' -t %d -r 1 -p 1,2,4,8,16,32,64 -n 0 --repack 0 -o jsonl 2>/dev/null", dir,
-             model, threads);
+             "'%s/llama-bench' -m '%s' -t %d -r 1 -p 1,2,4,8,16,32,64 -n 0 --repack %d -o jsonl 2>/dev/null", dir,
+             model, threads, repack);
     f = popen(cmd, "r");
-    if (f) (void)read_llama(f, tg, pp);
+    if (f && read_llama(f, tg, pp) != 0)
+        fprintf(stderr, "microspec-bench-ops: llama-bench's n-row run failed on %s (--repack %d)\n", model, repack);
     return isfinite(*tg);
 }
 
 /* ---- one model -------------------------------------------------------------- */
 
-static ms_status bench_model(const char *path, int threads, int reps, bool q8, const char *llama, double bw) {
+static ms_status bench_model(const char *path, int threads, int reps, bool q8, const char *llama, int repack,
+                             double bw) {
     double wbytes = 0.0;
     MS_TRY(weight_bytes(path, &wbytes));
     ms_model_opts mo = {.max_ctx = 256, .max_batch = 64, .q8_matmul = q8 ? 1 : 0};
@@ -261,7 +268,7 @@ static ms_status bench_model(const char *path, int threads, int reps, bool q8, c
         }
         if (llama) {
             double tg, pp[N_SIZES];
-            if (run_llama(llama, path, threads, &tg, pp)) {
+            if (run_llama(llama, path, threads, repack, &tg, pp)) {
                 ltg[nl] = 1.0 / tg;
                 for (int i = 0; i < N_SIZES; i++) lpp[i][nl] = (double)SIZES[i] / pp[i] * tg;
                 nl++;
@@ -272,7 +279,7 @@ static ms_status bench_model(const char *path, int threads, int reps, bool q8, c
     }
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const double step = median(dec, nd);
-    printf("| %s | %d | ours %s | %.1f | %.0f %% |", name, threads, q8 ? "q8" : "f32", 1.0 / step,
+    printf("| %s | %d | ours %s %s | %.1f | %.0f %% |", name, threads, q8 ? "q8" : "f32", ms_qdot_isa(), 1.0 / step,
            100.0 * wbytes / step / (bw * 1e9));
     for (int i = 0; i < N_SIZES; i++) printf(" %.2f |", median(ratio[i], reps));
     printf("\n");
@@ -283,7 +290,7 @@ static ms_status bench_model(const char *path, int threads, int reps, bool q8, c
     fprintf(stderr, "\n");
     if (nl > 0) {
         const double lstep = median(ltg, nl);
-        printf("| %s | %d | llama.cpp | %.1f | %.0f %% |", name, threads, 1.0 / lstep,
+        printf("| %s | %d | llama.cpp repack %d | %.1f | %.0f %% |", name, threads, repack, 1.0 / lstep,
                100.0 * wbytes / lstep / (bw * 1e9));
         for (int i = 0; i < N_SIZES; i++) printf(" %.2f |", median(lpp[i], nl));
         printf("\n");
@@ -298,16 +305,17 @@ done:
 
 int main(int argc, char **argv) {
     const char *models[MAX_MODELS];
-    int n_models = 0, reps = 3, threads = 0;
+    int n_models = 0, reps = 3, threads = 0, repack = 1;
     bool q8 = true;
     const char *llama = NULL;
-    enum { O_MODEL = 256, O_THREADS, O_REPS, O_Q8, O_F32, O_LLAMA };
+    enum { O_MODEL = 256, O_THREADS, O_REPS, O_Q8, O_F32, O_LLAMA, O_REPACK };
     static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                          {"threads", required_argument, 0, O_THREADS},
                                          {"reps", required_argument, 0, O_REPS},
                                          {"q8", no_argument, 0, O_Q8},
                                          {"f32", no_argument, 0, O_F32},
                                          {"llama-bench", required_argument, 0, O_LLAMA},
+                                         {"llama-repack", required_argument, 0, O_REPACK},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int c;
@@ -338,6 +346,13 @@ int main(int argc, char **argv) {
         case O_Q8: q8 = true; break;
         case O_F32: q8 = false; break;
         case O_LLAMA: llama = optarg; break;
+        case O_REPACK:
+            if (strcmp(optarg, "0") != 0 && strcmp(optarg, "1") != 0) {
+                fprintf(stderr, "microspec-bench-ops: --llama-repack %s: want 0 or 1\n", optarg);
+                return 2;
+            }
+            repack = optarg[0] - '0';
+            break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -350,6 +365,7 @@ int main(int argc, char **argv) {
     if (threads == 0) threads = ms_pool_cores();
     ms_k_cpu_set_threads(threads);
     const double bw = measure_bandwidth();
+    printf("Kernels: %s (MS_ISA caps them). ", ms_qdot_isa());
     printf("Read bandwidth (1 GiB sum, %d threads): %.1f GB/s. Columns 1..64: an n-row forward (logits of every "
            "row) over one decode step; llama.cpp: pp-n time over tg time.\n\n",
            threads, bw);
@@ -361,6 +377,6 @@ int main(int argc, char **argv) {
     fflush(stdout);
     int rc = 0;
     for (int i = 0; i < n_models; i++)
-        if (bench_model(models[i], threads, reps, q8, llama, bw) < 0) rc = 1;
+        if (bench_model(models[i], threads, reps, q8, llama, repack, bw) < 0) rc = 1;
     return rc;
 }

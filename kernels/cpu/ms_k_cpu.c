@@ -7,6 +7,7 @@
  */
 #include "ms_kernels.h"
 #include "ms_pool.h"
+#include "ms_k_hot.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -15,13 +16,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-/* Hot loops are compiled for AVX-512 / AVX2 / baseline and picked at run time
- * (GCC and clang function multi-versioning); the arithmetic is the same. */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define MS_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MS_HOT
-#endif
+/* Hot loops are compiled for AVX-512 / AVX2 / baseline and picked per call by
+ * the active ISA level (ms_k_hot.h); the arithmetic is the same. */
 /* Helpers of hot loops: inlined, so each clone gets them for its target. */
 #define MS_INLINE static inline __attribute__((always_inline))
 
@@ -70,7 +66,7 @@ static void cpu_linear(void *ctx, void *yv, const void *xv, const void *wv, cons
 }
 
 /* y = x / sqrt(mean(x²) + eps) · w, per row of d. */
-MS_HOT static void cpu_rmsnorm(void *ctx, void *yv, const void *xv, const void *wv, int64_t n, int64_t d, float eps) {
+MS_HOT_IMPL(cpu_rmsnorm)(void *ctx, void *yv, const void *xv, const void *wv, int64_t n, int64_t d, float eps) {
     float *y = yv;
     const float *x = xv, *w = wv;
     for (int64_t r = 0; r < n; r++) {
@@ -82,6 +78,7 @@ MS_HOT static void cpu_rmsnorm(void *ctx, void *yv, const void *xv, const void *
         for (int64_t i = 0; i < d; i++) yr[i] = w[i] * (s * xr[i]);
     }
 }
+MS_HOT_CLONES(cpu_rmsnorm, (void *ctx, void *yv, const void *xv, const void *wv, int64_t n, int64_t d, float eps), (ctx, yv, xv, wv, n, d, eps))
 
 static void cpu_add(void *ctx, void *yv, const void *xv, int64_t n) {
     float *y = yv;
@@ -222,7 +219,7 @@ typedef struct {
 } attn_job;
 
 /* (row, head) pairs [p0, p1) with att [ctx + n_q] of scratch. */
-MS_HOT static void attn_pairs(const attn_job *J, int64_t p0, int64_t p1, float *att) {
+MS_HOT_IMPL(attn_pairs)(const attn_job *J, int64_t p0, int64_t p1, float *att) {
     const ms_k_attn_shape *s = J->s;
     const uint64_t *mask = J->mask;
     const float *q = J->q, *kc = J->kc, *vc = J->vc;
@@ -256,6 +253,7 @@ MS_HOT static void attn_pairs(const attn_job *J, int64_t p0, int64_t p1, float *
         weighted_rows(oh, att, vh, n_rows, kv_dim, hd);
     }
 }
+MS_HOT_CLONES(attn_pairs, (const attn_job *J, int64_t p0, int64_t p1, float *att), (J, p0, p1, att))
 
 /* The least work (multiply-adds of q·K, about as many of p·V) that is split over the pool. */
 enum { ATTN_SPLIT_MIN = 1 << 16 };
@@ -317,17 +315,55 @@ GLU_AVX512 static void silu_v16(float *y, const float *g, const float *u, int64_
         _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, ex)), uv));
     }
 }
+
+#define GLU_AVX2 __attribute__((target("avx2")))
+/* libmvec's AVX2 expf, 8 lanes (its results may differ in the last bit
+ * from the 16-lane one: a level computes the same bits on every machine
+ * that runs it, not across levels). */
+GLU_AVX2 __m256 _ZGVdN8v_expf(__m256 x);
+
+/* silu_v16 on AVX2: 8 elements a step, the tail through a zero-padded
+ * copy (every element takes the same expf whatever n and the split). */
+GLU_AVX2 static void silu_v8(float *y, const float *g, const float *u, int64_t i, int64_t e) {
+    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+    for (; i < e; i += 8) {
+        __m256 gv, uv;
+        float gt[8] = {0}, ut[8] = {0}, yt[8];
+        const int64_t c = e - i >= 8 ? 8 : e - i;
+        if (c == 8) {
+            gv = _mm256_loadu_ps(g + i), uv = _mm256_loadu_ps(u + i);
+        } else {
+            memcpy(gt, g + i, (size_t)c * sizeof(float));
+            memcpy(ut, u + i, (size_t)c * sizeof(float));
+            gv = _mm256_loadu_ps(gt), uv = _mm256_loadu_ps(ut);
+        }
+        const __m256 ex = _ZGVdN8v_expf(_mm256_xor_ps(gv, sign));
+        const __m256 v = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, ex)), uv);
+        if (c == 8) {
+            _mm256_storeu_ps(y + i, v);
+        } else {
+            _mm256_storeu_ps(yt, v);
+            memcpy(y + i, yt, (size_t)c * sizeof(float));
+        }
+    }
+}
 #endif
 
-MS_HOT static void silu_scalar(float *y, const float *g, const float *u, int64_t i, int64_t e) {
+MS_HOT_IMPL(silu_scalar)(float *y, const float *g, const float *u, int64_t i, int64_t e) {
     for (; i < e; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
+MS_HOT_CLONES(silu_scalar, (float *y, const float *g, const float *u, int64_t i, int64_t e), (y, g, u, i, e))
 
 static void silu_part(void *arg, int64_t i0, int64_t i1) {
     const glu_job *J = arg;
 #if defined(__x86_64__) && defined(MS_HAVE_MVEC)
-    if (__builtin_cpu_supports("avx512f")) {
+    const ms_isa l = ms_isa_active();
+    if (ms_isa_includes(l, MS_ISA_AVX512)) {
         silu_v16(J->y, J->g, J->u, i0, i1);
+        return;
+    }
+    if (ms_isa_includes(l, MS_ISA_AVX2)) {
+        silu_v8(J->y, J->g, J->u, i0, i1);
         return;
     }
 #endif
@@ -336,7 +372,7 @@ static void silu_part(void *arg, int64_t i0, int64_t i1) {
 
 /* GELU, tanh approximation (Gemma's gelu_pytorch_tanh):
  * 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))). */
-MS_HOT static void gelu_part(void *arg, int64_t i0, int64_t i1) {
+MS_HOT_IMPL(gelu_part)(void *arg, int64_t i0, int64_t i1) {
     const glu_job *J = arg;
     const float c = 0.7978845608028654f; /* sqrt(2/π) */
     for (int64_t i = i0; i < i1; i++) {
@@ -344,6 +380,7 @@ MS_HOT static void gelu_part(void *arg, int64_t i0, int64_t i1) {
         J->y[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * J->u[i];
     }
 }
+MS_HOT_CLONES(gelu_part, (void *arg, int64_t i0, int64_t i1), (arg, i0, i1))
 
 static void glu_run(ms_pool_fn fn, void *yv, const void *gv, const void *uv, int64_t n) {
     glu_job J = {.y = yv, .g = gv, .u = uv};

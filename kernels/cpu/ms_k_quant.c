@@ -17,6 +17,7 @@
 #include "ms_quant.h"
 #include "ms_pool.h"
 #include "ms_k_blockio.h"
+#include "ms_k_hot.h"
 
 #include <string.h>
 
@@ -24,14 +25,10 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-/* Hot loops are compiled for AVX-512 / AVX2 / baseline and picked at run
- * time. The arithmetic per output element is the same in every clone (no
- * contraction, lanes independent), so results do not depend on the CPU. */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__clang__)
-#define MS_Q_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MS_Q_HOT
-#endif
+/* Hot loops are compiled for AVX-512 / AVX2 / baseline and picked per call by
+ * the active ISA level (ms_k_hot.h). The arithmetic per output element is the
+ * same in every copy (no contraction, lanes independent), so results do not
+ * depend on the CPU. */
 
 enum { QK = 32, QK_K = 256 };
 
@@ -454,7 +451,7 @@ static inline __attribute__((always_inline)) void linear_core(float *restrict y,
 #define LINEAR_CASE(DT, FN) \
     case DT: linear_core(y, ldy, x, w, b, rows, r0, m_out, n, FN, qk, bb); break
 
-MS_Q_HOT static void linear_dispatch(float *y, int64_t ldy, const float *x, const ms_qweight *w, const float *b,
+MS_HOT_IMPL(linear_dispatch)(float *y, int64_t ldy, const float *x, const ms_qweight *w, const float *b,
                                      const int32_t *rows, int64_t r0, int64_t m_out, int64_t n) {
     deq_block_fn fn;
     int64_t qk;
@@ -475,6 +472,7 @@ MS_Q_HOT static void linear_dispatch(float *y, int64_t ldy, const float *x, cons
     default: MS_ASSERT(!"ms_q_linear: unsupported dtype");
     }
 }
+MS_HOT_CLONES(linear_dispatch, (float *y, int64_t ldy, const float *x, const ms_qweight *w, const float *b, const int32_t *rows, int64_t r0, int64_t m_out, int64_t n), (y, ldy, x, w, b, rows, r0, m_out, n))
 
 /* The pool splits output columns (weight rows) into contiguous chunks: each
  * output element is still computed by one thread from one x row and one

@@ -1,5 +1,6 @@
 /* ms_k_rows.c — row-wise ops on f32 logits (every backend's host side) and
  * the RoPE table. */
+#include "ms_isa.h"
 #include "ms_kernels.h"
 
 #include <math.h>
@@ -149,7 +150,7 @@ __attribute__((target("avx512f"))) static int32_t argmax_avx512(const float *x, 
 
 int32_t ms_k_argmax(const float *x, int64_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (__builtin_cpu_supports("avx512f")) return argmax_avx512(x, n);
+    if (ms_isa_includes(ms_isa_active(), MS_ISA_AVX512)) return argmax_avx512(x, n);
 #endif
     return argmax_scalar(x, n);
 }

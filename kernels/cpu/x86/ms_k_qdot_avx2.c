@@ -1,3 +1,501 @@
-/* placeholder, filled below */
+/* ms_k_qdot_avx2.c — the quantized matmul on AVX2 + FMA + F16C (the
+ * contract and the exact arithmetic: ms_qdot.h; the twin: ms_k_qdot_ref.c).
+ *
+ * The CPUs most users hold (AMD Zen 2/3, Intel client cores) have AVX2 and no
+ * AVX-512. AVX2 has no byte dot product into 32-bit lanes (vpdpbusd); its
+ * integer products are vpmaddubsw (unsigned byte × signed byte, adjacent
+ * pairs summed into saturating int16) and vpmaddwd (int16 × int16, pairs into
+ * int32). Every sum below is kept inside int16 where it is formed (the bound
+ * is stated at each), so no saturation occurs and the block sums are the
+ * twin's exact integers; the f32 steps are the twin's IEEE operations in the
+ * twin's order (no fused multiply-add: GCC does not contract in ISO C mode,
+ * clang is told in ms_k_qdot_int.h). So every output is the twin's bits, for
+ * any n and thread split.
+ *
+ *   - Q4_K and Q6_K over the tile layout (ms_qdot_pack): a 256-bit vector
+ *     holds 8 weight rows (half of a tile of 16), so per x row a 4-byte quad
+ *     of x is broadcast and one vpmaddubsw per quad forms the 8 rows' pair
+ *     sums with no horizontal adds; each unpacked sub-block serves up to
+ *     KQ2_NT (Q4_K) or KQ2_NT6 (Q6_K) x rows.
+ *   - Q8_0 and Q5_0 over the rows in place (also the rows variant that the
+ *     MicroSpec window's draft head uses): a block's 32 products in one
+ *     vpmaddubsw + vpmaddwd, then 8 blocks' partial sums meet in one vector
+ *     by three rounds of vphaddd (lane j = block j, the twin's lane), so no
+ *     copy of the weights is needed.
+ *   - the activation quantizer's twins (8 lanes a step; the same division,
+ *     rounding add and clamp per element, so the same bytes).
+ * Other dtypes keep the twin.
+ */
 #include "ms_k_qdot_int.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+#define Q2 __attribute__((target("avx2,fma,f16c")))
+#define Q2_INLINE static inline __attribute__((always_inline)) Q2
+
+/* ---- the activation quantizer -------------------------------------------------- */
+
+/* nearest-even(x/step) clamped to ±127, 8 lanes: q8_round's operations. */
+Q2_INLINE __m256i q2_round8(__m256 x, float step) {
+    __m256 v = _mm256_div_ps(x, _mm256_set1_ps(step));
+    v = _mm256_sub_ps(_mm256_add_ps(v, _mm256_set1_ps(12582912.0f)), _mm256_set1_ps(12582912.0f));
+    const __m256i q = _mm256_cvttps_epi32(v);
+    return _mm256_max_epi32(_mm256_min_epi32(q, _mm256_set1_epi32(127)), _mm256_set1_epi32(-127));
+}
+
+/* max|x| over 32 elements (exact: max is order-free); *finite &= all finite. */
+Q2_INLINE float q2_amax32(const float *x, bool *finite) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), inf = _mm256_set1_ps(INFINITY);
+    __m256 a[4];
+    int ok = 0xFF;
+    for (int i = 0; i < 4; i++) {
+        a[i] = _mm256_and_ps(_mm256_loadu_ps(x + 8 * i), absm);
+        ok &= _mm256_movemask_ps(_mm256_cmp_ps(a[i], inf, _CMP_LT_OQ));
+    }
+    *finite = *finite && ok == 0xFF;
+    const __m256 m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    return _mm_cvtss_f32(m4);
+}
+
+/* 32 elements at step (zero when !ok) to int8 at q; Σq. */
+Q2_INLINE int32_t q2_put32(const float *x, float step, bool ok, int8_t *q) {
+    __m256i v[4];
+    for (int i = 0; i < 4; i++) v[i] = ok ? q2_round8(_mm256_loadu_ps(x + 8 * i), step) : _mm256_setzero_si256();
+    /* |q| ≤ 127: the saturating packs are exact; they interleave 128-bit
+     * lanes, which the dword permute puts back in element order */
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(v[0], v[1]), _mm256_add_epi32(v[2], v[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    return _mm_cvtsi128_si32(s4);
+}
+
+Q2 static void q2_quant_block(const float *xb, int8_t *qg, int8_t *qag, int j, int8_t *qp, float *d, int32_t *s) {
+    bool finite = true;
+    const float amax = q2_amax32(xb, &finite);
+    const float dd = finite ? amax / 127.0f : NAN;
+    *s = q2_put32(xb, dd, finite && dd > 0.0f, qp);
+    memcpy(qag + pair_offset(j), qp, QK);
+    for (int t = 0; t < 8; t++) memcpy(qg + 64 * t + 4 * j, qp + 4 * t, 4);
+    *d = dd;
+}
+
+Q2 static void q2_quant_super(const float *xs, int8_t *qk, float *uk, int32_t *ek, int32_t *sk) {
+    float amax = 0.0f, bmax[QK_K / QK];
+    bool finite = true;
+    for (int b = 0; b < QK_K / QK; b++) {
+        bmax[b] = q2_amax32(xs + QK * b, &finite);
+        amax = bmax[b] > amax ? bmax[b] : amax;
+    }
+    const float dd = finite ? amax / 127.0f : NAN;
+    *uk = dd / 32.0f;
+    for (int b = 0; b < QK_K / QK; b++) {
+        const int j = super_j(bmax[b], amax);
+        const float step = dd * (1.0f / (float)(1 << j));
+        const int32_t sum = q2_put32(xs + QK * b, step, finite && step > 0.0f, qk + QK * b);
+        ek[b] = finite ? 5 - j : 0;
+        sk[b] = sum * (1 << ek[b]);
+    }
+}
+
+/* ---- helpers ---------------------------------------------------------------------- */
+
+/* f16 in the low (hi = 0) or high half of each 32-bit lane, as f32. */
+Q2_INLINE __m256 q2_f16_half(__m256i v, int hi) {
+    v = hi ? _mm256_srli_epi32(v, 16) : _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+    const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08); /* exact: v ≤ 0xFFFF */
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(p));
+}
+
+/* Lanes l < n all ones (a mask for the last tile's rows). */
+Q2_INLINE __m256i q2_lanes(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* x's 4-byte quad at p in every 32-bit lane. */
+Q2_INLINE __m256i q2_quad(const int8_t *p) { return _mm256_set1_epi32((int)ld_u32((const uint8_t *)p)); }
+
+/* lanes_reduce over 16 lanes held as lo (0-7) and hi (8-15): (l, l+8), then
+ * (l, l+4), then (0+2) + (1+3). */
+Q2_INLINE float q2_reduce16(__m256 lo, __m256 hi) {
+    const __m256 s8 = _mm256_add_ps(lo, hi);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+/* y rows i0 .. i0 + nt − 1 at columns j0 .. j0 + mt − 1 (mt ≤ 8): the twin's
+ * lane tree, per lane, over the 16 block accumulators acc[t] (+ bias). */
+Q2_INLINE void q2_lanes_store(const qd_job *J, const __m256 (*acc)[GROUP], int64_t j0, int mt, int64_t i0, int nt) {
+    const __m256i k = q2_lanes(mt);
+    const __m256 bias = J->b ? _mm256_maskload_ps(J->b + j0, k) : _mm256_setzero_ps();
+    for (int t = 0; t < nt; t++) {
+        const __m256 *a = acc[t];
+        __m256 s8[8], s4[4];
+        for (int l = 0; l < 8; l++) s8[l] = _mm256_add_ps(a[l], a[l + 8]);
+        for (int l = 0; l < 4; l++) s4[l] = _mm256_add_ps(s8[l], s8[l + 4]);
+        __m256 v = _mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3]));
+        if (J->b) v = _mm256_add_ps(v, bias);
+        _mm256_maskstore_ps(J->y + (i0 + t) * J->ldy + j0, k, v);
+    }
+}
+
+/* ---- Q4_K over the tile layout, 8 weight rows a vector ------------------------------
+ *
+ * Half hh of a tile: lane j = weight row 16t + 8hh + j, its words at byte
+ * 32hh of each 64-byte slot. Per sub-block s of super-block S the 8 nibble
+ * words are unpacked once; per x row, vpmaddubsw of word q with x's quad q
+ * broadcast gives each row two int16 pair sums (|·| ≤ 2·15·127 = 3810), the
+ * 8 quads added in int16 (≤ 30480 < 2^15), then one vpmaddwd by sc_s << e_s
+ * (≤ 63·32 in both 16-bit halves of the lane) gives sc_s·sumi_s << e_s, the
+ * twin's term of I, exactly; M += mn_s·sk_s (vpmulld). At the end of S the
+ * twin's f32 term into acc[S mod 2]. */
+
+enum { KQ2_NT = 4, KQ2_NT6 = 8, KQ4_WORDS2 = 36, KQ6_WORDS2 = 53 };
+#ifndef KQ2_PF
+#define KQ2_PF 4608
+#endif
+
+/* Sub-block s's 6-bit scale (mn = 0) or min (mn = 1) of each lane's
+ * super-block, from its scale words u0, u1, u2 (kq_scale_min, lane-wise). */
+Q2_INLINE __m256i q2_kq4_scale(__m256i u0, __m256i u1, __m256i u2, int s, int mn) {
+    const __m256i k63 = _mm256_set1_epi32(63), k15 = _mm256_set1_epi32(15), k3 = _mm256_set1_epi32(3);
+    if (s < 4) return _mm256_and_si256(_mm256_srli_epi32(mn ? u1 : u0, 8 * s), k63);
+    const int t = 8 * (s - 4);
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, t + 4 * mn), k15),
+                           _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(mn ? u1 : u0, t + 6), k3), 4));
+}
+
+/* NT x rows from i0 against half hh of the tile at pk (mt8 of its rows). */
+Q2_INLINE void kq4_half(const qd_job *J, const uint8_t *pk, int64_t j0, int mt8, int64_t i0, int NT, int hh) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
+    const size_t xs = (size_t)g * GROUP_Q;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[KQ2_NT][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t S = 0; S < ns; S++) {
+        const uint8_t *u = pk + (size_t)S * KQ4_WORDS2 * 64 + 32 * hh;
+        const __m256i dd = _mm256_load_si256((const __m256i *)u);
+        const __m256 d = q2_f16_half(dd, 0), dmin = q2_f16_half(dd, 1);
+        const __m256i u0 = _mm256_load_si256((const __m256i *)(u + 64)),
+                      u1 = _mm256_load_si256((const __m256i *)(u + 128)),
+                      u2 = _mm256_load_si256((const __m256i *)(u + 192));
+        __m256i I[KQ2_NT], M[KQ2_NT];
+        for (int t = 0; t < NT; t++) I[t] = M[t] = _mm256_setzero_si256();
+        for (int sb = 0; sb < 8; sb++) {
+            if (KQ2_PF > 0 && i0 == 0 && hh == 0) /* the first pass streams the tile: fetch ahead */
+                for (int l = 0; l < 5; l++)
+                    _mm_prefetch((const char *)u + KQ2_PF + 64 * (5 * sb + l), _MM_HINT_T0);
+            /* qs[32p + l]: sub-block 2p in the low nibbles, 2p + 1 in the high */
+            const uint8_t *wq = u + 64 * (size_t)(4 + 8 * (sb / 2));
+            __m256i W[8];
+            for (int q = 0; q < 8; q++) {
+                const __m256i v = _mm256_load_si256((const __m256i *)(wq + 64 * q));
+                W[q] = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+            }
+            const __m256i sc = q2_kq4_scale(u0, u1, u2, sb, 0), mn = q2_kq4_scale(u0, u1, u2, sb, 1);
+            const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)); /* sc in both 16-bit halves */
+            for (int t = 0; t < NT; t++) {
+                const int8_t *xq = x->qk + (size_t)(i0 + t) * xs + (size_t)(QK_K * S + QK * sb);
+                __m256i p[8];
+                for (int q = 0; q < 8; q++) p[q] = _mm256_maddubs_epi16(W[q], q2_quad(xq + 4 * q));
+                const __m256i s16 = _mm256_add_epi16(
+                    _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])),
+                    _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7])));
+                const int64_t xb = (i0 + t) * g * GROUP + 8 * S + sb;
+                const __m256i scs = _mm256_sll_epi32(sc2, _mm_cvtsi32_si128(x->ek[xb]));
+                I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(s16, scs));
+                M[t] = _mm256_add_epi32(M[t], _mm256_mullo_epi32(mn, _mm256_set1_epi32(x->sk[xb])));
+            }
+        }
+        for (int t = 0; t < NT; t++) {
+            /* t_S = (d·uk)·(float)I − (dmin·uk)·(float)M */
+            const __m256 dy = _mm256_set1_ps(x->uk[(i0 + t) * g * 2 + S]);
+            const __m256 tI = _mm256_mul_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(I[t]));
+            const __m256 tM = _mm256_mul_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(M[t]));
+            acc[t][S % 2] = _mm256_add_ps(acc[t][S % 2], _mm256_sub_ps(tI, tM));
+        }
+    }
+    const __m256i k = q2_lanes(mt8);
+    const int64_t jc = j0 + 8 * hh;
+    const __m256 bias = J->b ? _mm256_maskload_ps(J->b + jc, k) : _mm256_setzero_ps();
+    for (int t = 0; t < NT; t++) {
+        __m256 v = _mm256_add_ps(acc[t][0], acc[t][1]);
+        if (J->b) v = _mm256_add_ps(v, bias);
+        _mm256_maskstore_ps(J->y + (i0 + t) * J->ldy + jc, k, v);
+    }
+}
+
+/* ---- Q6_K over the tile layout, 8 weight rows a vector ------------------------------
+ *
+ * Block (h, c) of a super-block (half h, c = 0..3) takes its quad q from ql
+ * word 16h + 8(c % 2) + q (nibble c / 2) and qh word 32 + 8h + q (bits 2c):
+ * unsigned q = 0..63, unpacked once for NT ≤ KQ2_NT6 x rows. Per x row:
+ * vpmaddubsw per quad (|·| ≤ 2·63·127 = 16002), two quads added in int16
+ * (≤ 32004 < 2^15), then vpmaddwd by sc₀ (quads 0-3) or sc₁ (4-7) in both
+ * 16-bit halves: Σ_halves sc·Σ(q·x); the offset −32 enters as one vpmaddwd
+ * of (sc₀, sc₁) with x's (−Σ_{e<16} x, −Σ_{e≥16} x) (from h6 = −32·Σ, exact
+ * >> 5), << 5. That is the twin's sumi = sc₀·lo + sc₁·hi exactly (< 2^24);
+ * then term = (d·dx)·(float)sumi into accumulator b mod 16 (8·(S mod 2) + j),
+ * the twin's order and tree. */
+
+/* Int8 scale s (0..15) of each lane's super-block (byte s % 4 of its scale
+ * word s / 4), sign-extended to int32. */
+Q2_INLINE __m256i q2_kq6_scale(const __m256i sw[4], int s) {
+    return _mm256_srai_epi32(_mm256_slli_epi32(sw[s / 4], 24 - 8 * (s % 4)), 24);
+}
+
+/* Q6_K's unsigned q (0..63) of block c (0..3) of a half, bytewise, from the
+ * half's ql word of the quad (nibble c / 2) and its qh word (bits 2c). */
+Q2_INLINE __m256i q2_q6_quad(__m256i ql, __m256i qh, int c) {
+    const __m256i nib = c < 2 ? ql : _mm256_srli_epi16(ql, 4);
+    const __m256i hb = c == 0   ? _mm256_slli_epi16(qh, 4)
+                       : c == 1 ? _mm256_slli_epi16(qh, 2)
+                       : c == 2 ? qh
+                                : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0F)),
+                           _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+}
+
+/* An int16 pair (lo, hi) as one 32-bit word. */
+static inline int32_t pair16(int32_t lo, int32_t hi) {
+    return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
+}
+
+/* NT x rows from i0 against half hh of the tile at pk (mt8 of its rows). */
+Q2_INLINE void kq6_half(const qd_job *J, const uint8_t *pk, int64_t j0, int mt8, int64_t i0, int NT, int hh) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
+    const size_t xs = (size_t)g * GROUP_Q;
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+    __m256 acc[KQ2_NT6][GROUP];
+    for (int t = 0; t < NT; t++)
+        for (int l = 0; l < GROUP; l++) acc[t][l] = _mm256_setzero_ps();
+    for (int64_t S = 0; S < ns; S++) {
+        const uint8_t *u = pk + (size_t)S * KQ6_WORDS2 * 64 + 32 * hh;
+        const __m256 d = q2_f16_half(_mm256_load_si256((const __m256i *)(u + 64 * 52)), 1);
+        __m256i sw[4];
+        for (int w = 0; w < 4; w++) sw[w] = _mm256_load_si256((const __m256i *)(u + 64 * (48 + w)));
+        for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                if (KQ2_PF > 0 && i0 == 0 && hh == 0) /* the first pass streams the tile: fetch ahead (53 lines) */
+                    for (int l = 0; l < 7; l++)
+                        _mm_prefetch((const char *)u + KQ2_PF + 64 * (7 * (4 * h + c) + l), _MM_HINT_T0);
+                __m256i W[8];
+                for (int q = 0; q < 8; q++)
+                    W[q] = q2_q6_quad(_mm256_load_si256((const __m256i *)(u + 64 * (16 * h + 8 * (c % 2) + q))),
+                                      _mm256_load_si256((const __m256i *)(u + 64 * (32 + 8 * h + q))), c);
+                const int j = 4 * h + c, lane = (int)(8 * (S % 2)) + j;
+                const __m256i sc0 = q2_kq6_scale(sw, 2 * j), sc1 = q2_kq6_scale(sw, 2 * j + 1);
+                const __m256i s0 = _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc0, 16));
+                const __m256i s1 = _mm256_or_si256(_mm256_and_si256(sc1, lo16), _mm256_slli_epi32(sc1, 16));
+                const __m256i sp = _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc1, 16));
+                for (int t = 0; t < NT; t++) {
+                    const int64_t b = 8 * S + j, xb = (i0 + t) * g * GROUP + b;
+                    const int8_t *xq = x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
+                    const __m256i la = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], q2_quad(xq)),
+                                                        _mm256_maddubs_epi16(W[1], q2_quad(xq + 4)));
+                    const __m256i lb = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], q2_quad(xq + 8)),
+                                                        _mm256_maddubs_epi16(W[3], q2_quad(xq + 12)));
+                    const __m256i ha = _mm256_add_epi16(_mm256_maddubs_epi16(W[4], q2_quad(xq + 16)),
+                                                        _mm256_maddubs_epi16(W[5], q2_quad(xq + 20)));
+                    const __m256i hb = _mm256_add_epi16(_mm256_maddubs_epi16(W[6], q2_quad(xq + 24)),
+                                                        _mm256_maddubs_epi16(W[7], q2_quad(xq + 28)));
+                    __m256i si = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(la, s0), _mm256_madd_epi16(lb, s0)),
+                                                  _mm256_add_epi32(_mm256_madd_epi16(ha, s1), _mm256_madd_epi16(hb, s1)));
+                    /* −32·(sc₀·Σ_{e<16} x + sc₁·Σ_{e≥16} x) */
+                    const __m256i off =
+                        _mm256_madd_epi16(sp, _mm256_set1_epi32(pair16(x->h6[2 * xb] >> 5, x->h6[2 * xb + 1] >> 5)));
+                    si = _mm256_add_epi32(si, _mm256_slli_epi32(off, 5));
+                    const __m256 term =
+                        _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d[xb])), _mm256_cvtepi32_ps(si));
+                    acc[t][lane] = _mm256_add_ps(acc[t][lane], term);
+                }
+            }
+    }
+    q2_lanes_store(J, (const __m256(*)[GROUP])acc, j0 + 8 * hh, mt8, i0, NT);
+}
+
+/* Tiles [t0, t1) of 16 weight rows (two halves of 8) against all x rows, in
+ * passes of up to NTMAX rows (HALF: kq4_half or kq6_half). */
+#define Q2_CASE(k, HALF, NTMAX)                                                         \
+    case k: HALF(J, pk, j0, mt8, i0, (k) < (NTMAX) ? (k) : (NTMAX), hh); break;
+#define Q2_TILE_RANGE(NAME, HALF, NTMAX, WORDS)                                         \
+    Q2 static void NAME(void *arg, int64_t t0, int64_t t1) {                            \
+        const qd_job *J = arg;                                                          \
+        const ms_qweight *W = J->w;                                                     \
+        const int64_t n = J->x->n;                                                      \
+        const size_t tile_bytes = (size_t)(W->k / QK_K) * (WORDS) * 64;                 \
+        for (int64_t t = t0; t < t1; t++) {                                             \
+            const int64_t j0 = 16 * t;                                                  \
+            const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);                     \
+            const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;     \
+            for (int64_t i0 = 0; i0 < n;) {                                             \
+                const int nt = (int)(n - i0 < (NTMAX) ? n - i0 : (NTMAX));              \
+                for (int hh = 0; hh < 2 && 8 * hh < mt; hh++) {                         \
+                    const int mt8 = mt - 8 * hh < 8 ? mt - 8 * hh : 8;                  \
+                    switch (nt) {                                                       \
+                        Q2_CASE(1, HALF, NTMAX)                                         \
+                        Q2_CASE(2, HALF, NTMAX)                                         \
+                        Q2_CASE(3, HALF, NTMAX)                                         \
+                        Q2_CASE(4, HALF, NTMAX)                                         \
+                        Q2_CASE(5, HALF, NTMAX)                                         \
+                        Q2_CASE(6, HALF, NTMAX)                                         \
+                        Q2_CASE(7, HALF, NTMAX)                                         \
+                    default: HALF(J, pk, j0, mt8, i0, (NTMAX), hh); break;              \
+                    }                                                                   \
+                }                                                                       \
+                i0 += nt;                                                               \
+            }                                                                           \
+        }                                                                               \
+    }
+
+Q2_TILE_RANGE(kq4_range2, kq4_half, KQ2_NT, KQ4_WORDS2)
+Q2_TILE_RANGE(kq6_range2, kq6_half, KQ2_NT6, KQ6_WORDS2)
+
+/* ---- Q8_0 and Q5_0 over the rows in place -------------------------------------------
+ *
+ * Per weight row and group of 16 blocks, each block's 32 weight bytes are
+ * read once and applied to NT x rows (x in element order, ms_q8_act.qp).
+ * Q8_0's signed weights: vpmaddubsw(|w|, sign(x, w)) (|·| ≤ 2·128·127 =
+ * 32512, no saturation); Q5_0's unsigned q = nibble | fifth bit << 4 (0..31):
+ * vpmaddubsw(q, x) (≤ 2·31·127), less 16·s afterwards. vpmaddwd by ones
+ * then leaves 8 partial sums a block, and three rounds of vphaddd put 8
+ * blocks' exact sums in the lanes of one vector (lane j = block 8h + j),
+ * where the twin's f32 term and lane accumulator follow. */
+
+#ifndef Q2_PF
+#define Q2_PF 2048
+#endif
+
+/* The 32 fifth bits of a Q5_0 block as bytes: 0x10 where bit e is set. */
+Q2_INLINE __m256i q2_bits32(uint32_t h) {
+    const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                         3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), sel); /* byte e: byte e / 8 of h */
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
+}
+
+/* Q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: element e at byte e (low nibbles are
+ * elements 0-15), unsigned q = nibble | bit << 4. */
+Q2_INLINE __m256i q2_q5_0(const uint8_t *p) {
+    const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
+    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
+    return _mm256_or_si256(nib, q2_bits32(ld_u32(p + 2)));
+}
+
+/* The 8 block sums of v[0..7] (8 partial sums each), lane j = block j. */
+Q2_INLINE __m256i q2_hsum8(const __m256i v[8]) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    /* a's 128-bit lane L holds blocks 0-3's sums over lane L of each: add the lanes */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* NT x rows from i0 against weight row wr (output column j). */
+Q2_INLINE void q2_rows_tile(const qd_job *J, const uint8_t *wr, float bias, int64_t j, int64_t i0, int NT,
+                            ms_dtype DT) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
+    const int bb = DT == MS_DTYPE_Q8_0 ? 34 : 22;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[TILE][2];
+    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    _Alignas(32) uint8_t wq[GROUP][32]; /* Q5_0: the group's blocks unpacked */
+    for (int64_t gi = 0; gi < g; gi++) {
+        const int nv = (int)(nb - gi * GROUP < GROUP ? nb - gi * GROUP : GROUP);
+        const uint8_t *base = wr + (size_t)gi * GROUP * (size_t)bb;
+        if (Q2_PF > 0)
+            for (int o = 0; o < GROUP * bb; o += 64) _mm_prefetch((const char *)base + Q2_PF + o, _MM_HINT_T0);
+        _Alignas(16) uint16_t dh[GROUP] = {0};
+        for (int b = 0; b < nv; b++) dh[b] = ld_u16(base + (size_t)b * bb);
+        const __m256 a[2] = {_mm256_cvtph_ps(_mm_load_si128((const __m128i *)dh)),
+                             _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dh + 8)))};
+        if (DT == MS_DTYPE_Q5_0)
+            for (int b = 0; b < nv; b++) _mm256_store_si256((__m256i *)wq[b], q2_q5_0(base + (size_t)b * bb));
+        for (int t = 0; t < NT; t++) {
+            const int64_t xr = (i0 + t) * g + gi;
+            const int8_t *xq = x->qp + (size_t)xr * GROUP_Q;
+            for (int h = 0; h < 2 && 8 * h < nv; h++) {
+                __m256i v[8];
+                for (int c = 0; c < 8; c++) {
+                    const int b = 8 * h + c;
+                    if (b >= nv) {
+                        v[c] = _mm256_setzero_si256();
+                        continue;
+                    }
+                    const __m256i X = _mm256_load_si256((const __m256i *)(xq + QK * b));
+                    __m256i p;
+                    if (DT == MS_DTYPE_Q8_0) {
+                        const __m256i w = _mm256_loadu_si256((const __m256i *)(base + (size_t)b * bb + 2));
+                        p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(X, w));
+                    } else {
+                        p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)wq[b]), X);
+                    }
+                    v[c] = _mm256_madd_epi16(p, ones);
+                }
+                __m256i sumi = q2_hsum8(v);
+                const int64_t xi = xr * GROUP + 8 * h;
+                if (DT == MS_DTYPE_Q5_0)
+                    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->s + xi)), 4));
+                const __m256 term = _mm256_mul_ps(_mm256_mul_ps(a[h], _mm256_loadu_ps(x->d + xi)), _mm256_cvtepi32_ps(sumi));
+                acc[t][h] = _mm256_add_ps(acc[t][h], term);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) {
+        float v = q2_reduce16(acc[t][0], acc[t][1]);
+        if (J->b) v += bias;
+        J->y[(i0 + t) * J->ldy + j] = v;
+    }
+}
+
+#define Q2_ROWS_RANGE(NAME, DT)                                                     \
+    Q2 static void NAME(void *arg, int64_t j0, int64_t j1) {                        \
+        const qd_job *J = arg;                                                      \
+        const int64_t n = J->x->n;                                                  \
+        for (int64_t j = j0; j < j1; j++) {                                         \
+            int64_t r;                                                              \
+            const uint8_t *wr = job_wrow(J, j, &r);                                 \
+            const float bias = J->b ? J->b[r] : 0.0f;                               \
+            for (int64_t i0 = 0; i0 < n; i0 += TILE) {                              \
+                switch (n - i0 < TILE ? n - i0 : TILE) {                            \
+                case 1: q2_rows_tile(J, wr, bias, j, i0, 1, DT); break;             \
+                case 2: q2_rows_tile(J, wr, bias, j, i0, 2, DT); break;             \
+                case 3: q2_rows_tile(J, wr, bias, j, i0, 3, DT); break;             \
+                case 4: q2_rows_tile(J, wr, bias, j, i0, 4, DT); break;             \
+                case 5: q2_rows_tile(J, wr, bias, j, i0, 5, DT); break;             \
+                case 6: q2_rows_tile(J, wr, bias, j, i0, 6, DT); break;             \
+                case 7: q2_rows_tile(J, wr, bias, j, i0, 7, DT); break;             \
+                default: q2_rows_tile(J, wr, bias, j, i0, 8, DT); break;            \
+                }                                                                   \
+            }                                                                       \
+        }                                                                           \
+    }
+
+Q2_ROWS_RANGE(q2_range_q8_0, MS_DTYPE_Q8_0)
+Q2_ROWS_RANGE(q2_range_q5_0, MS_DTYPE_Q5_0)
+
+void ms_qd_fill_avx2(qd_kernels *k) {
+    k->quant_block = q2_quant_block;
+    k->quant_super = q2_quant_super;
+    k->t[MS_DTYPE_Q8_0].range = q2_range_q8_0;
+    k->t[MS_DTYPE_Q5_0].range = q2_range_q5_0;
+    k->t[MS_DTYPE_Q4_K].tile = kq4_range2;
+    k->t[MS_DTYPE_Q6_K].tile = kq6_range2;
+    static const ms_dtype mine[] = {MS_DTYPE_Q8_0, MS_DTYPE_Q5_0, MS_DTYPE_Q6_K, MS_DTYPE_Q4_K};
+    for (int i = 0; i < 4; i++) k->t[mine[i]].path = "avx2";
+}
+
+#else
 void ms_qd_fill_avx2(qd_kernels *k) { (void)k; }
+#endif
