@@ -17,14 +17,16 @@
  *     of x is broadcast and one vpmaddubsw per quad forms the 8 rows' pair
  *     sums with no horizontal adds; each unpacked sub-block serves up to
  *     KQ2_NT (Q4_K) or KQ2_NT6 (Q6_K) x rows.
- *   - Q8_0 and Q5_0 over the rows in place (also the rows variant that the
- *     MicroSpec window's draft head uses): a block's 32 products in one
+ *   - Q8_0, Q5_0, Q4_0, Q4_1, Q5_1 and Q5_K over the rows in place (also the
+ *     rows variant that the MicroSpec window's draft head uses): a block's
+ *     32 products in one
  *     vpmaddubsw + vpmaddwd, then 8 blocks' partial sums meet in one vector
  *     by three rounds of vphaddd (lane j = block j, the twin's lane), so no
  *     copy of the weights is needed.
  *   - the activation quantizer's twins (8 lanes a step; the same division,
  *     rounding add and clamp per element, so the same bytes).
- * Other dtypes keep the twin.
+ * F32, F16 and BF16 keep the twin (a block's f32 sum runs in element
+ * order; no real model's matmuls read them).
  */
 #include "ms_k_qdot_int.h"
 
@@ -361,22 +363,25 @@ Q2_INLINE void kq6_half(const qd_job *J, const uint8_t *pk, int64_t j0, int mt8,
 Q2_TILE_RANGE(kq4_range2, kq4_half, KQ2_NT, KQ4_WORDS2)
 Q2_TILE_RANGE(kq6_range2, kq6_half, KQ2_NT6, KQ6_WORDS2)
 
-/* ---- Q8_0 and Q5_0 over the rows in place -------------------------------------------
+/* ---- the 32-blocks over the rows in place -------------------------------------------
  *
- * Per weight row and group of 16 blocks, each block's 32 weight bytes are
- * read once and applied to NT x rows (x in element order, ms_q8_act.qp).
- * Q8_0's signed weights: vpmaddubsw(|w|, sign(x, w)) (|·| ≤ 2·128·127 =
- * 32512, no saturation); Q5_0's unsigned q = nibble | fifth bit << 4 (0..31):
- * vpmaddubsw(q, x) (≤ 2·31·127), less 16·s afterwards. vpmaddwd by ones
- * then leaves 8 partial sums a block, and three rounds of vphaddd put 8
- * blocks' exact sums in the lanes of one vector (lane j = block 8h + j),
- * where the twin's f32 term and lane accumulator follow. */
+ * Q8_0, Q5_0, Q4_0, Q4_1, Q5_1 and Q5_K (blocks of 32 by the twin's block
+ * definition, ms_qdot.h). Per weight row and group of 16 blocks, each block's
+ * 32 weights are unpacked once and applied to NT x rows (x in element order,
+ * ms_q8_act.qp). Q8_0's signed weights: vpmaddubsw(|w|, sign(x, w)) (|·| ≤
+ * 2·128·127 = 32512, no saturation); the others' unsigned q (≤ 31):
+ * vpmaddubsw(q, x) (≤ 2·31·127), the offset of Q4_0 / Q5_0 (8, 16) taken off
+ * as offset·s afterwards. vpmaddwd by ones then leaves 8 partial sums a
+ * block, and three rounds of vphaddd put 8 blocks' exact sums in the lanes of
+ * one vector (lane j = block 8h + j), where the twin's f32 term (its
+ * multipliers a, m formed by the twin's own scalar products) and lane
+ * accumulator follow. */
 
 #ifndef Q2_PF
 #define Q2_PF 2048
 #endif
 
-/* The 32 fifth bits of a Q5_0 block as bytes: 0x10 where bit e is set. */
+/* The 32 fifth bits of a block as bytes: 0x10 where bit e is set. */
 Q2_INLINE __m256i q2_bits32(uint32_t h) {
     const __m256i sel = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
                                          3, 3, 3, 3, 3, 3);
@@ -385,12 +390,55 @@ Q2_INLINE __m256i q2_bits32(uint32_t h) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(0x10));
 }
 
-/* Q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: element e at byte e (low nibbles are
- * elements 0-15), unsigned q = nibble | bit << 4. */
-Q2_INLINE __m256i q2_q5_0(const uint8_t *p) {
-    const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 6));
-    const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), _mm256_set1_epi8(0x0F));
-    return _mm256_or_si256(nib, q2_bits32(ld_u32(p + 2)));
+/* 16 nibbles at qs as 32 bytes: low nibbles (elements 0-15), then high. */
+Q2_INLINE __m256i q2_nibbles(const uint8_t *qs) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+}
+
+/* Bytes of one block in a row (Q5_K: of its super-block, 8 blocks). */
+Q2_INLINE int q2_block_bytes(ms_dtype DT) {
+    switch (DT) {
+    case MS_DTYPE_Q8_0: return 34;
+    case MS_DTYPE_Q5_0: return 22;
+    case MS_DTYPE_Q4_0: return 18;
+    case MS_DTYPE_Q4_1: return 20;
+    case MS_DTYPE_Q5_1: return 24;
+    default: return 176; /* Q5_K */
+    }
+}
+
+/* Block b (< 16) of the group at base: its unsigned weight bytes (not Q8_0)
+ * and the twin's multipliers a (of sumi) and m (of the x block sum). */
+Q2_INLINE __m256i q2_unpack(const uint8_t *base, int b, float *a, float *m, ms_dtype DT) {
+    const int bb = q2_block_bytes(DT);
+    if (DT == MS_DTYPE_Q5_K) { /* {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]} */
+        const uint8_t *p = base + (size_t)(b / 8) * 176;
+        const int s = b % 8;
+        int sc, mn;
+        if (s < 4) { /* kq_scale_min */
+            sc = p[4 + s] & 63, mn = p[8 + s] & 63;
+        } else {
+            sc = (p[8 + s] & 0x0F) | ((p[s] >> 2) & 0x30), mn = (p[8 + s] >> 4) | ((p[4 + s] >> 2) & 0x30);
+        }
+        *a = ld_f16(p) * (float)sc;
+        *m = ld_f16(p + 2) * (float)mn;
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(p + 48 + 32 * (s / 2)));
+        const __m256i nib = _mm256_and_si256(s % 2 ? _mm256_srli_epi16(q, 4) : q, _mm256_set1_epi8(0x0F));
+        const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(p + 16)), s),
+                                            _mm256_set1_epi8(1));
+        return _mm256_or_si256(nib, _mm256_slli_epi16(hb, 4));
+    }
+    const uint8_t *p = base + (size_t)b * (size_t)bb;
+    *a = ld_f16(p);
+    *m = DT == MS_DTYPE_Q4_1 || DT == MS_DTYPE_Q5_1 ? ld_f16(p + 2) : 0.0f;
+    switch (DT) {
+    case MS_DTYPE_Q5_0: return _mm256_or_si256(q2_nibbles(p + 6), q2_bits32(ld_u32(p + 2)));
+    case MS_DTYPE_Q4_0: return q2_nibbles(p + 2);
+    case MS_DTYPE_Q4_1: return q2_nibbles(p + 4);
+    case MS_DTYPE_Q5_1: return _mm256_or_si256(q2_nibbles(p + 8), q2_bits32(ld_u32(p + 4)));
+    default: return _mm256_loadu_si256((const __m256i *)(p + 2)); /* Q8_0: the signed q */
+    }
 }
 
 /* The 8 block sums of v[0..7] (8 partial sums each), lane j = block j. */
@@ -406,22 +454,22 @@ Q2_INLINE void q2_rows_tile(const qd_job *J, const uint8_t *wr, float bias, int6
                             ms_dtype DT) {
     const ms_q8_act *x = J->x;
     const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
-    const int bb = DT == MS_DTYPE_Q8_0 ? 34 : 22;
+    const size_t gb = DT == MS_DTYPE_Q5_K ? 2 * 176 : (size_t)GROUP * (size_t)q2_block_bytes(DT);
+    const bool with_min = DT == MS_DTYPE_Q4_1 || DT == MS_DTYPE_Q5_1 || DT == MS_DTYPE_Q5_K;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[TILE][2];
     for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    _Alignas(32) uint8_t wq[GROUP][32]; /* Q5_0: the group's blocks unpacked */
+    _Alignas(32) uint8_t wq[GROUP][32]; /* the group's blocks unpacked (Q8_0: read in place) */
     for (int64_t gi = 0; gi < g; gi++) {
         const int nv = (int)(nb - gi * GROUP < GROUP ? nb - gi * GROUP : GROUP);
-        const uint8_t *base = wr + (size_t)gi * GROUP * (size_t)bb;
+        const uint8_t *base = wr + (size_t)gi * gb;
         if (Q2_PF > 0)
-            for (int o = 0; o < GROUP * bb; o += 64) _mm_prefetch((const char *)base + Q2_PF + o, _MM_HINT_T0);
-        _Alignas(16) uint16_t dh[GROUP] = {0};
-        for (int b = 0; b < nv; b++) dh[b] = ld_u16(base + (size_t)b * bb);
-        const __m256 a[2] = {_mm256_cvtph_ps(_mm_load_si128((const __m128i *)dh)),
-                             _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dh + 8)))};
-        if (DT == MS_DTYPE_Q5_0)
-            for (int b = 0; b < nv; b++) _mm256_store_si256((__m256i *)wq[b], q2_q5_0(base + (size_t)b * bb));
+            for (size_t o = 0; o < gb; o += 64) _mm_prefetch((const char *)base + Q2_PF + o, _MM_HINT_T0);
+        _Alignas(32) float av[GROUP] = {0}, mv[GROUP] = {0};
+        for (int b = 0; b < nv; b++) {
+            const __m256i w = q2_unpack(base, b, &av[b], &mv[b], DT);
+            if (DT != MS_DTYPE_Q8_0) _mm256_store_si256((__m256i *)wq[b], w);
+        }
         for (int t = 0; t < NT; t++) {
             const int64_t xr = (i0 + t) * g + gi;
             const int8_t *xq = x->qp + (size_t)xr * GROUP_Q;
@@ -436,7 +484,7 @@ Q2_INLINE void q2_rows_tile(const qd_job *J, const uint8_t *wr, float bias, int6
                     const __m256i X = _mm256_load_si256((const __m256i *)(xq + QK * b));
                     __m256i p;
                     if (DT == MS_DTYPE_Q8_0) {
-                        const __m256i w = _mm256_loadu_si256((const __m256i *)(base + (size_t)b * bb + 2));
+                        const __m256i w = _mm256_loadu_si256((const __m256i *)(base + (size_t)b * 34 + 2));
                         p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(X, w));
                     } else {
                         p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)wq[b]), X);
@@ -445,9 +493,15 @@ Q2_INLINE void q2_rows_tile(const qd_job *J, const uint8_t *wr, float bias, int6
                 }
                 __m256i sumi = q2_hsum8(v);
                 const int64_t xi = xr * GROUP + 8 * h;
-                if (DT == MS_DTYPE_Q5_0)
-                    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->s + xi)), 4));
-                const __m256 term = _mm256_mul_ps(_mm256_mul_ps(a[h], _mm256_loadu_ps(x->d + xi)), _mm256_cvtepi32_ps(sumi));
+                const __m256i sx = _mm256_loadu_si256((const __m256i *)(x->s + xi));
+                if (DT == MS_DTYPE_Q5_0) sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(sx, 4));
+                if (DT == MS_DTYPE_Q4_0) sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(sx, 3));
+                const __m256 dx = _mm256_loadu_ps(x->d + xi);
+                __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(av + 8 * h), dx), _mm256_cvtepi32_ps(sumi));
+                if (with_min) {
+                    const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_load_ps(mv + 8 * h), dx), _mm256_cvtepi32_ps(sx));
+                    term = DT == MS_DTYPE_Q5_K ? _mm256_sub_ps(term, u) : _mm256_add_ps(term, u);
+                }
                 acc[t][h] = _mm256_add_ps(acc[t][h], term);
             }
         }
@@ -484,16 +538,25 @@ Q2_INLINE void q2_rows_tile(const qd_job *J, const uint8_t *wr, float bias, int6
 
 Q2_ROWS_RANGE(q2_range_q8_0, MS_DTYPE_Q8_0)
 Q2_ROWS_RANGE(q2_range_q5_0, MS_DTYPE_Q5_0)
+Q2_ROWS_RANGE(q2_range_q4_0, MS_DTYPE_Q4_0)
+Q2_ROWS_RANGE(q2_range_q4_1, MS_DTYPE_Q4_1)
+Q2_ROWS_RANGE(q2_range_q5_1, MS_DTYPE_Q5_1)
+Q2_ROWS_RANGE(q2_range_q5_k, MS_DTYPE_Q5_K)
 
 void ms_qd_fill_avx2(qd_kernels *k) {
     k->quant_block = q2_quant_block;
     k->quant_super = q2_quant_super;
     k->t[MS_DTYPE_Q8_0].range = q2_range_q8_0;
     k->t[MS_DTYPE_Q5_0].range = q2_range_q5_0;
+    k->t[MS_DTYPE_Q4_0].range = q2_range_q4_0;
+    k->t[MS_DTYPE_Q4_1].range = q2_range_q4_1;
+    k->t[MS_DTYPE_Q5_1].range = q2_range_q5_1;
+    k->t[MS_DTYPE_Q5_K].range = q2_range_q5_k;
     k->t[MS_DTYPE_Q4_K].tile = kq4_range2;
     k->t[MS_DTYPE_Q6_K].tile = kq6_range2;
-    static const ms_dtype mine[] = {MS_DTYPE_Q8_0, MS_DTYPE_Q5_0, MS_DTYPE_Q6_K, MS_DTYPE_Q4_K};
-    for (int i = 0; i < 4; i++) k->t[mine[i]].path = "avx2";
+    static const ms_dtype mine[] = {MS_DTYPE_Q8_0, MS_DTYPE_Q5_0, MS_DTYPE_Q4_0, MS_DTYPE_Q4_1,
+                                    MS_DTYPE_Q5_1, MS_DTYPE_Q5_K, MS_DTYPE_Q6_K, MS_DTYPE_Q4_K};
+    for (int i = 0; i < 8; i++) k->t[mine[i]].path = "avx2";
 }
 
 #else
