@@ -68,7 +68,11 @@
  * over the zero-padded A rows in qz; the sub-block sums combined in 16-bit
  * lanes, exactly); the sums are the same integers and the f32
  * steps the same operations in the same order, so every path gives the
- * same bits. MS_NO_AMX=1 in the environment keeps to AVX-512 VNNI.
+ * same bits. MS_ISA=avx512 in the environment keeps to AVX-512 VNNI.
+ *
+ * Instruction sets (one file each under kernels/cpu/, chosen once through
+ * the table in ms_k_qdot.c, capped by MS_ISA: ms_isa.h): AVX2 (+FMA, F16C),
+ * AVX-512 VNNI, AMX; ARM NEON, dotprod, i8mm. Each gives the twin's bits.
  *
  * Accuracy: versus the f32 ms_q_linear the difference is the activation
  * rounding, |Δy| ≤ Σ_b (d_b/2)·Σ_{e∈b}|W_e| (plus f32 rounding); about 0.5 %
@@ -169,14 +173,14 @@ void ms_qdot_linear_rows_ref(float *y, const ms_q8_act *x, const ms_qweight *w, 
  * 32-bit word of the unit's ggml layout that the path reads, 64 bytes —
  * that word of the 16 rows, row j in bytes 4j..4j+3. The values read are
  * the same, so the results are the same bits with or without it (the
- * tests check both). It is made where the AMX path runs (the CPU has
- * AMX-INT8, MS_NO_AMX unset; Q8_0) and, for Q4_K, Q5_0 and Q6_K, wherever
- * the CPU has AVX-512 VNNI: Q4_K's VNNI path reads only the tile layout
- * (every n, one row included; an unpacked Q4_K weight takes the scalar
- * twin), and so do Q5_0's and Q6_K's when packed, below the AMX rows (16
- * weight rows a vector: no transpose, no horizontal sums, so the one-row
- * product reads at the memory's speed where the row-major path could not;
- * Q5_0 a pair of blocks a unit, its fifth bits stored as byte masks).
+ * tests check both). It is made where the active instruction-set level
+ * (ms_isa.h) reads it: Q4_K and Q6_K at every SIMD level (AVX2 and NEON
+ * put 8 or 4 of a tile's rows in a vector, AVX-512 all 16), Q5_0 where
+ * AVX-512 VNNI runs, Q8_0 where AMX does. Those paths read the tile layout
+ * for every n, one row included (no transpose, no horizontal sums, so the
+ * one-row product reads at the memory's speed); Q5_0's unit is a pair of
+ * blocks, its fifth bits stored as byte masks. An unpacked weight takes
+ * the row-major path of its level (Q4_K on x86: the scalar twin).
  * Elsewhere w->tiles stays NULL. The copy is as large as the weight (Q8_0
  * 6 %, Q6_K 1 % larger); single-row Q8_0 products keep reading w->data.
  * Free with ms_qdot_pack_free. */

@@ -28,6 +28,7 @@
  * ops recorded.
  */
 #include "ms_model.h"
+#include "ms_isa.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -529,6 +530,9 @@ static ms_status load_gguf(ms_model *m, const char *path, const ms_model_opts *o
                 (long long)m->d, (long long)m->vocab);
     MS_TRY(load_weights_gguf(m));
     m->f32_matmul = !o->q8_matmul;
+    MS_LOG_INFO("%s: matmuls %s; CPU kernels %s (this CPU: %s; MS_ISA caps it)", path,
+                m->f32_matmul ? "exact f32" : "with 8-bit activations", ms_isa_name(ms_isa_active()),
+                ms_isa_name(ms_isa_cpu()));
     if (!m->f32_matmul) {
         MS_TRY(pack_gguf(m, path));
         int64_t kmax = m->d > m->q_dim ? m->d : m->q_dim;

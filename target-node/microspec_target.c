@@ -14,6 +14,7 @@
 
 #include "ms_config.h"
 #include "ms_http.h"
+#include "ms_isa.h"
 #include "ms_link.h"
 #include "ms_pool.h"
 #include "ms_remote.h"
@@ -261,6 +262,7 @@ static void backend_health(void *ctx, json_t *obj) {
     json_object_set_new(obj, "draft_kind", json_string(s->cfg.draft.enabled ? s->cfg.draft.kind : ""));
     json_object_set_new(obj, "vocab_mode", json_string(s->cfg.vocab.mode));
     json_object_set_new(obj, "pipeline", json_string(s->cfg.pipeline));
+    json_object_set_new(obj, "cpu_kernels", json_string(ms_isa_name(ms_isa_active()))); /* ms_isa.h: MS_ISA caps it */
     json_object_set_new(obj, "draft_joins", json_integer(atomic_load(&s->draft_joins)));
     json_object_set_new(obj, "draft_failures", json_integer(atomic_load(&s->draft_failures)));
 }

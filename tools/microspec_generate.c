@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "ms_draft.h"
+#include "ms_isa.h"
 #include "ms_model.h"
 #include "ms_pool.h"
 #include "ms_target.h"
@@ -48,6 +49,8 @@ static void usage(FILE *f) {
             "      --echo             print the prompt text before the continuation\n"
             "      --no-bos           do not prepend BOS to a raw prompt\n"
             "      --ignore-eos       keep generating past end-of-sequence tokens\n"
+            "Environment: MS_ISA=scalar|avx2|avx512|amx|neon|dotprod|i8mm caps the CPU kernels' instruction\n"
+            "set (default: the best this CPU has; every level gives the same bits).\n"
             "\n"
             "Batch evaluation:\n"
             "      --prompts-jsonl F  one prompt per line: Spec-Bench (turns[0]) or HumanEval (prompt)\n"
@@ -687,10 +690,12 @@ int main(int argc, char **argv) {
             double decode_s = st.total_s - st.prefill_s;
             if (n_prompts == 1 && n_turns == 1) {
                 fprintf(stderr,
-                        "prompt tokens: %lld, prefill: %.2f ms (%.1f tok/s), generated: %lld (%s), decode: %.1f tok/s\n",
+                        "prompt tokens: %lld, prefill: %.2f ms (%.1f tok/s), generated: %lld (%s), decode: %.1f tok/s, "
+                        "CPU kernels %s\n",
                         (long long)st.prompt_tokens, st.prefill_s * 1e3,
                         st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0, (long long)st.new_tokens,
-                        st.stop_reason, decode_s > 0 ? (double)st.new_tokens / decode_s : 0.0);
+                        st.stop_reason, decode_s > 0 ? (double)st.new_tokens / decode_s : 0.0,
+                        ms_isa_name(ms_isa_active()));
                 if (dft) ms_gen_stats_print(&st, stderr);
             } else {
                 fprintf(stderr, "\r[%lld/%lld] turn %lld: prompt %lld tokens, %lld new, accepted %.2f, %.1f tok/s   ",

@@ -32,12 +32,11 @@
  * thread split. No fused multiply-add: ISO C mode (-std=c11) makes GCC's
  * default -ffp-contract=off, and ms_k_qdot_int.h tells clang.
  *
- * The levels above plain NEON are compiled per function (GCC: a target
- * pragma; its arm_neon.h needs "arch=armv8.2-a+..." for the intrinsics to
- * inline), so the file builds with -march=armv8-a and the CPU's level is
- * picked at run time. clang before 16 declares those intrinsics only when
- * the whole translation unit targets them (-march=...+dotprod+i8mm); without
- * that, its build has the neon level alone.
+ * GCC compiles the levels above plain NEON under a target pragma (below),
+ * so the file builds with the default -march=armv8-a and the CPU's level is
+ * picked at run time. clang (14 here) declares the SDOT / SMMLA intrinsics
+ * only where the command line targets them: its build has the levels the
+ * -march names (the neon level alone by default).
  *
  * Speed: written for correctness; never timed on ARM hardware (tools/
  * test-arm.sh runs the tests under qemu, which says nothing about speed).
@@ -142,74 +141,11 @@ static void qn_quant_super(const float *xs, int8_t *qk, float *uk, int32_t *ek, 
     }
 }
 
-/* ---- helpers every level shares (plain NEON) ----------------------------------- */
+/* ---- what every level's kernels share ---- */
 
-/* [Σ a, Σ b, Σ c, Σ d] of four vectors (exact int32 adds). */
-QN_INLINE int32x4_t qn_sum4(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
-    return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
-}
-
-/* lanes_reduce on 16 lanes held as 4 vectors (lanes 0-3, 4-7, 8-11, 12-15):
- * (l, l+8), then (l, l+4), then (0+2) + (1+3) — the twin's tree. */
-QN_INLINE float qn_lanes_reduce(const float32x4_t a[4]) {
-    const float32x4_t s4 = vaddq_f32(vaddq_f32(a[0], a[2]), vaddq_f32(a[1], a[3]));
-    const float32x2_t s2 = vadd_f32(vget_low_f32(s4), vget_high_f32(s4)); /* [s4_0 + s4_2, s4_1 + s4_3] */
-    return vget_lane_f32(s2, 0) + vget_lane_f32(s2, 1);
-}
-
-/* The same tree lane-wise over 16 accumulator vectors a[l] (lane = one output). */
-QN_INLINE float32x4_t qn_tree16(const float32x4_t a[GROUP]) {
-    float32x4_t s8[8], s4[4];
-    for (int l = 0; l < 8; l++) s8[l] = vaddq_f32(a[l], a[l + 8]);
-    for (int l = 0; l < 4; l++) s4[l] = vaddq_f32(s8[l], s8[l + 4]);
-    return vaddq_f32(vaddq_f32(s4[0], s4[2]), vaddq_f32(s4[1], s4[3]));
-}
-
-QN_INLINE float32x4_t qn_f16x4(uint16x4_t h) { return vcvt_f32_f16(vreinterpret_f16_u16(h)); }
-
-/* Four lanes (rows j0 + 4·rq ..) of a tile's outputs into y row yr: + bias
- * where the product has one, only the lanes below mt (the tile's real rows). */
-QN_INLINE void qn_store4(const qd_job *J, float32x4_t v, int64_t j0, int mt, int rq, float *yr) {
-    const int base = 4 * rq, nl = mt - base < 4 ? mt - base : 4;
-    if (nl <= 0) return;
-    float o[4];
-    if (J->b) {
-        float bb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int l = 0; l < nl; l++) bb[l] = J->b[j0 + base + l];
-        v = vaddq_f32(v, vld1q_f32(bb));
-    }
-    vst1q_f32(o, v);
-    for (int l = 0; l < nl; l++) yr[j0 + base + l] = o[l];
-}
-
-/* ---- weight blocks, rows in place -------------------------------------------------
- *
- * A block as the twin's signed integers: w[0] = elements 0-15, w[1] = 16-31. */
-
+/* 1 << (i % 8): a test against it spreads two bytes of bits over 16 byte
+ * masks (Q5_0's fifth bits). */
 static const uint8_t k_bit8[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-
-/* Q8_0 {f16 d; i8 qs[32]}: q as stored. */
-QN_INLINE void qn_block_q8_0(const uint8_t *p, int8x16_t w[2]) {
-    w[0] = vld1q_s8((const int8_t *)p + 2);
-    w[1] = vld1q_s8((const int8_t *)p + 18);
-}
-
-/* Q5_0's 16 elements from their nibbles and fifth bits (bit e of bits16 for
- * element e): q − 16. The bits become bytes by a test against 1, 2, ..., 128. */
-QN_INLINE int8x16_t qn_q5_half(uint8x16_t nib, uint32_t bits16) {
-    const uint8x16_t hb = vcombine_u8(vdup_n_u8((uint8_t)bits16), vdup_n_u8((uint8_t)(bits16 >> 8)));
-    const uint8x16_t five = vandq_u8(vtstq_u8(hb, vld1q_u8(k_bit8)), vdupq_n_u8(0x10));
-    return vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(nib, five), vdupq_n_u8(16)));
-}
-
-/* Q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: element e = nibble (qs[e] low for e < 16,
- * qs[e − 16] high above) | bit e of qh << 4, minus 16. */
-QN_INLINE void qn_block_q5_0(const uint8_t *p, int8x16_t w[2]) {
-    const uint32_t qh = ld_u32(p + 2);
-    const uint8x16_t qs = vld1q_u8(p + 6);
-    w[0] = qn_q5_half(vandq_u8(qs, vdupq_n_u8(0x0F)), qh & 0xFFFFu);
-    w[1] = qn_q5_half(vshrq_n_u8(qs, 4), qh >> 16);
-}
 
 /* Four consecutive blocks b0 .. b0 + 3 of a weight row: w[i] block b0 + i,
  * a their f32 multipliers (d), sc0/sc1 Q6_K's half scales. Blocks past the
@@ -221,98 +157,6 @@ typedef struct {
     float32x4_t a;
     int32x4_t sc0, sc1;
 } qn_chunk;
-
-QN_INLINE void qn_chunk_05_08(const uint8_t *wr, int64_t b0, int nv, ms_dtype DT, qn_chunk *C) {
-    const size_t bb = DT == MS_DTYPE_Q8_0 ? 34 : 22;
-    uint16_t h[4] = {0, 0, 0, 0};
-    for (int i = 0; i < 4; i++) {
-        if (i >= nv) {
-            C->w[i][0] = C->w[i][1] = vdupq_n_s8(0);
-            continue;
-        }
-        const uint8_t *p = wr + (size_t)(b0 + i) * bb;
-        h[i] = ld_u16(p);
-        if (DT == MS_DTYPE_Q8_0) qn_block_q8_0(p, C->w[i]);
-        else qn_block_q5_0(p, C->w[i]);
-    }
-    C->a = qn_f16x4(vld1_u16(h));
-}
-
-/* Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}, blocks b0 .. b0 + 3
- * (b0 a multiple of 4: half h = (b0 % 8) / 4 of super-block b0 / 8): block
- * c's element l = nibble c/2 of ql[64h + 32(c % 2) + l] | bits 2c of
- * qh[32h + l] << 4, minus 32; its scales scales[8h + 2c], [8h + 2c + 1]. */
-QN_INLINE void qn_chunk_q6_k(const uint8_t *wr, int64_t b0, qn_chunk *C) {
-    const uint8_t *p = wr + (size_t)(b0 / 8) * 210;
-    const int h = (int)(b0 % 8) / 4;
-    const uint8_t *ql = p + 64 * h, *qh = p + 128 + 32 * h;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30), k32 = vdupq_n_u8(32);
-    for (int e = 0; e < 2; e++) {
-        const uint8x16_t l0 = vld1q_u8(ql + 16 * e), l1 = vld1q_u8(ql + 32 + 16 * e), hh = vld1q_u8(qh + 16 * e);
-        for (int c = 0; c < 4; c++) {
-            const uint8x16_t l = c % 2 ? l1 : l0;
-            const uint8x16_t nib = c / 2 ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
-            const uint8x16_t top = vandq_u8(vshlq_u8(hh, vdupq_n_s8((int8_t)(4 - 2 * c))), m30);
-            C->w[c][e] = vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(nib, top), k32));
-        }
-    }
-    C->a = qn_f16x4(vdup_n_u16(ld_u16(p + 208)));
-    const int16x8_t s = vmovl_s8(vld1_s8((const int8_t *)p + 192 + 8 * h));
-    C->sc0 = vmovl_s16(vget_low_s16(vuzp1q_s16(s, s))); /* scales 8h + 0, 2, 4, 6 */
-    C->sc1 = vmovl_s16(vget_low_s16(vuzp2q_s16(s, s))); /* 8h + 1, 3, 5, 7 */
-}
-
-/* Q4_K's eight 6-bit sub-block scales and mins from scales[12]
- * (kq_scale_min of the twin): sc[0] = sub-blocks 0-3, sc[1] = 4-7. */
-QN_INLINE void qn_q4k_scales(const uint8_t *s12, int32x4_t sc[2], int32x4_t mn[2]) {
-    int32_t a[8], m[8];
-    for (int s = 0; s < 4; s++) {
-        a[s] = s12[s] & 63;
-        m[s] = s12[s + 4] & 63;
-        a[s + 4] = (s12[s + 8] & 0x0F) | ((s12[s] >> 2) & 0x30);
-        m[s + 4] = (s12[s + 8] >> 4) | ((s12[s + 4] >> 2) & 0x30);
-    }
-    sc[0] = vld1q_s32(a), sc[1] = vld1q_s32(a + 4);
-    mn[0] = vld1q_s32(m), mn[1] = vld1q_s32(m + 4);
-}
-
-/* ---- the tile layout ------------------------------------------------------------
- *
- * A 64-byte slot of a tile holds one 32-bit word of each of its 16 weight
- * rows (row j at 4j): vector rq of a slot (16 bytes at 16·rq) is rows
- * 4rq .. 4rq + 3. */
-
-/* Q4_K sub-block s's 6-bit scale (mn = 0) or min (mn = 1) of 4 rows, from
- * their scale words u0, u1, u2 (bytes 4-7, 8-11, 12-15 of the super-block):
- * kq_scale_min lane-wise (variable shifts: a negative count shifts right). */
-QN_INLINE int32x4_t qn_kq4_scale(uint32x4_t u0, uint32x4_t u1, uint32x4_t u2, int s, int mn) {
-    const uint32x4_t a = mn ? u1 : u0;
-    if (s < 4) return vreinterpretq_s32_u32(vandq_u32(vshlq_u32(a, vdupq_n_s32(-8 * s)), vdupq_n_u32(63)));
-    const int t = 8 * (s - 4);
-    const uint32x4_t lo = vandq_u32(vshlq_u32(u2, vdupq_n_s32(-(t + 4 * mn))), vdupq_n_u32(15));
-    const uint32x4_t hi = vandq_u32(vshlq_u32(a, vdupq_n_s32(-(t + 6))), vdupq_n_u32(3));
-    return vreinterpretq_s32_u32(vorrq_u32(lo, vshlq_n_u32(hi, 4)));
-}
-
-/* Q6_K's int8 scale s (0..15) of 4 rows from their scale words sw[4] (byte
- * s % 4 of word s / 4), as int32. */
-QN_INLINE int32x4_t qn_kq6_scale(const int32x4_t sw[4], int s) {
-    return vshrq_n_s32(vshlq_s32(sw[s / 4], vdupq_n_s32(24 - 8 * (s % 4))), 24);
-}
-
-/* Q6_K block (h, c) of 4 rows, unsigned q (0..63): W[q] (q = 0..7) lane r =
- * row r's elements 4q .. 4q + 3, from ql words 16h + 8(c % 2) + q (nibble
- * c / 2) and qh words 32 + 8h + q (bits 2c). u: the super-block's 53 slots. */
-QN_INLINE void qn_kq6_unpack(const uint8_t *u, int rq, int h, int c, int8x16_t W[8]) {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
-    const int8x16_t sh = vdupq_n_s8((int8_t)(4 - 2 * c));
-    for (int q = 0; q < 8; q++) {
-        const uint8x16_t l = vld1q_u8(u + 64 * (16 * h + 8 * (c % 2) + q) + 16 * rq);
-        const uint8x16_t hh = vld1q_u8(u + 64 * (32 + 8 * h + q) + 16 * rq);
-        const uint8x16_t nib = c / 2 ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
-        W[q] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(vshlq_u8(hh, sh), m30)));
-    }
-}
 
 /* ---- the kernels of each level ------------------------------------------------ */
 
@@ -330,8 +174,16 @@ enum {
 #undef QN
 #undef QN_PASS
 
+/* The dotprod and i8mm passes' target flags (GCC; clang: the command line's,
+ * above). Where the command line enables a feature already, nothing; else a
+ * pragma adds it. GCC 12's arm_neon.h declares vdotq_* for "arch=armv8.2-a+
+ * dotprod" and vmmlaq_s32 for "arch=armv8.2-a+i8mm" and inlines them only
+ * into functions whose flags include those: so "arch=armv8.2-a+..." over a
+ * command line below that (the default -march=armv8-a), "+i8mm" on top of
+ * one with dotprod (an ARMv8.2 feature). */
 #if QN_HAVE_DOT
-#if !defined(__clang__)
+#if !defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)
+#define QN_DOT_PRAGMA 1
 #pragma GCC push_options
 #pragma GCC target("arch=armv8.2-a+dotprod")
 #endif
@@ -340,22 +192,27 @@ enum {
 #include "ms_k_qdot_neon.c"
 #undef QN
 #undef QN_PASS
-#if !defined(__clang__)
+#ifdef QN_DOT_PRAGMA
 #pragma GCC pop_options
 #endif
 #endif
 
 #if QN_HAVE_MM
-#if !defined(__clang__)
+#if !defined(__clang__) && !(defined(__ARM_FEATURE_MATMUL_INT8) && defined(__ARM_FEATURE_DOTPROD))
+#define QN_MM_PRAGMA 1
 #pragma GCC push_options
+#if defined(__ARM_FEATURE_DOTPROD)
+#pragma GCC target("+i8mm")
+#else
 #pragma GCC target("arch=armv8.2-a+dotprod+i8mm")
+#endif
 #endif
 #define QN_PASS 3
 #define QN(name) name##_mm
 #include "ms_k_qdot_neon.c"
 #undef QN
 #undef QN_PASS
-#if !defined(__clang__)
+#ifdef QN_MM_PRAGMA
 #pragma GCC pop_options
 #endif
 #endif
@@ -405,6 +262,172 @@ void ms_qd_fill_neon(qd_kernels *k, ms_isa level) {
 
 #else /* QN_PASS: the kernels of one level (1 neon, 2 dotprod, 3 i8mm) ------------- */
 
+/* ---- helpers ----
+ *
+ * Each level has its own copy, compiled with its own target flags: GCC
+ * inlines an always_inline function only into one whose flags include the
+ * callee's, and a copy made for the command line's -march (say, +crypto)
+ * would not fit a level's "arch=armv8.2-a+dotprod". */
+
+/* [Σ a, Σ b, Σ c, Σ d] of four vectors (exact int32 adds). */
+QN_INLINE int32x4_t QN(qn_sum4)(int32x4_t a, int32x4_t b, int32x4_t c, int32x4_t d) {
+    return vpaddq_s32(vpaddq_s32(a, b), vpaddq_s32(c, d));
+}
+
+/* lanes_reduce on 16 lanes held as 4 vectors (lanes 0-3, 4-7, 8-11, 12-15):
+ * (l, l+8), then (l, l+4), then (0+2) + (1+3) — the twin's tree. */
+QN_INLINE float QN(qn_lanes_reduce)(const float32x4_t a[4]) {
+    const float32x4_t s4 = vaddq_f32(vaddq_f32(a[0], a[2]), vaddq_f32(a[1], a[3]));
+    const float32x2_t s2 = vadd_f32(vget_low_f32(s4), vget_high_f32(s4)); /* [s4_0 + s4_2, s4_1 + s4_3] */
+    return vget_lane_f32(s2, 0) + vget_lane_f32(s2, 1);
+}
+
+/* The same tree lane-wise over 16 accumulator vectors a[l] (lane = one output). */
+QN_INLINE float32x4_t QN(qn_tree16)(const float32x4_t a[GROUP]) {
+    float32x4_t s8[8], s4[4];
+    for (int l = 0; l < 8; l++) s8[l] = vaddq_f32(a[l], a[l + 8]);
+    for (int l = 0; l < 4; l++) s4[l] = vaddq_f32(s8[l], s8[l + 4]);
+    return vaddq_f32(vaddq_f32(s4[0], s4[2]), vaddq_f32(s4[1], s4[3]));
+}
+
+QN_INLINE float32x4_t QN(qn_f16x4)(uint16x4_t h) { return vcvt_f32_f16(vreinterpret_f16_u16(h)); }
+
+/* Four lanes (rows j0 + 4·rq ..) of a tile's outputs into y row yr: + bias
+ * where the product has one, only the lanes below mt (the tile's real rows). */
+QN_INLINE void QN(qn_store4)(const qd_job *J, float32x4_t v, int64_t j0, int mt, int rq, float *yr) {
+    const int base = 4 * rq, nl = mt - base < 4 ? mt - base : 4;
+    if (nl <= 0) return;
+    float o[4];
+    if (J->b) {
+        float bb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int l = 0; l < nl; l++) bb[l] = J->b[j0 + base + l];
+        v = vaddq_f32(v, vld1q_f32(bb));
+    }
+    vst1q_f32(o, v);
+    for (int l = 0; l < nl; l++) yr[j0 + base + l] = o[l];
+}
+
+/* ---- weight blocks, rows in place -------------------------------------------------
+ *
+ * A block as the twin's signed integers: w[0] = elements 0-15, w[1] = 16-31. */
+
+/* Q8_0 {f16 d; i8 qs[32]}: q as stored. */
+QN_INLINE void QN(qn_block_q8_0)(const uint8_t *p, int8x16_t w[2]) {
+    w[0] = vld1q_s8((const int8_t *)p + 2);
+    w[1] = vld1q_s8((const int8_t *)p + 18);
+}
+
+/* Q5_0's 16 elements from their nibbles and fifth bits (bit e of bits16 for
+ * element e): q − 16. The bits become bytes by a test against 1, 2, ..., 128. */
+QN_INLINE int8x16_t QN(qn_q5_half)(uint8x16_t nib, uint32_t bits16) {
+    const uint8x16_t hb = vcombine_u8(vdup_n_u8((uint8_t)bits16), vdup_n_u8((uint8_t)(bits16 >> 8)));
+    const uint8x16_t five = vandq_u8(vtstq_u8(hb, vld1q_u8(k_bit8)), vdupq_n_u8(0x10));
+    return vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(nib, five), vdupq_n_u8(16)));
+}
+
+/* Q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: element e = nibble (qs[e] low for e < 16,
+ * qs[e − 16] high above) | bit e of qh << 4, minus 16. */
+QN_INLINE void QN(qn_block_q5_0)(const uint8_t *p, int8x16_t w[2]) {
+    const uint32_t qh = ld_u32(p + 2);
+    const uint8x16_t qs = vld1q_u8(p + 6);
+    w[0] = QN(qn_q5_half)(vandq_u8(qs, vdupq_n_u8(0x0F)), qh & 0xFFFFu);
+    w[1] = QN(qn_q5_half)(vshrq_n_u8(qs, 4), qh >> 16);
+}
+
+/* Q8_0 or Q5_0 blocks b0 .. b0 + 3 of a weight row into C (qn_chunk; nv of
+ * them in the row). */
+QN_INLINE void QN(qn_chunk_05_08)(const uint8_t *wr, int64_t b0, int nv, ms_dtype DT, qn_chunk *C) {
+    const size_t bb = DT == MS_DTYPE_Q8_0 ? 34 : 22;
+    uint16_t h[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 4; i++) {
+        if (i >= nv) {
+            C->w[i][0] = C->w[i][1] = vdupq_n_s8(0);
+            continue;
+        }
+        const uint8_t *p = wr + (size_t)(b0 + i) * bb;
+        h[i] = ld_u16(p);
+        if (DT == MS_DTYPE_Q8_0) QN(qn_block_q8_0)(p, C->w[i]);
+        else QN(qn_block_q5_0)(p, C->w[i]);
+    }
+    C->a = QN(qn_f16x4)(vld1_u16(h));
+}
+
+/* Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}, blocks b0 .. b0 + 3
+ * (b0 a multiple of 4: half h = (b0 % 8) / 4 of super-block b0 / 8): block
+ * c's element l = nibble c/2 of ql[64h + 32(c % 2) + l] | bits 2c of
+ * qh[32h + l] << 4, minus 32; its scales scales[8h + 2c], [8h + 2c + 1]. */
+QN_INLINE void QN(qn_chunk_q6_k)(const uint8_t *wr, int64_t b0, qn_chunk *C) {
+    const uint8_t *p = wr + (size_t)(b0 / 8) * 210;
+    const int h = (int)(b0 % 8) / 4;
+    const uint8_t *ql = p + 64 * h, *qh = p + 128 + 32 * h;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30), k32 = vdupq_n_u8(32);
+    for (int e = 0; e < 2; e++) {
+        const uint8x16_t l0 = vld1q_u8(ql + 16 * e), l1 = vld1q_u8(ql + 32 + 16 * e), hh = vld1q_u8(qh + 16 * e);
+        for (int c = 0; c < 4; c++) {
+            const uint8x16_t l = c % 2 ? l1 : l0;
+            const uint8x16_t nib = c / 2 ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
+            const uint8x16_t top = vandq_u8(vshlq_u8(hh, vdupq_n_s8((int8_t)(4 - 2 * c))), m30);
+            C->w[c][e] = vreinterpretq_s8_u8(vsubq_u8(vorrq_u8(nib, top), k32));
+        }
+    }
+    C->a = QN(qn_f16x4)(vdup_n_u16(ld_u16(p + 208)));
+    const int16x8_t s = vmovl_s8(vld1_s8((const int8_t *)p + 192 + 8 * h));
+    C->sc0 = vmovl_s16(vget_low_s16(vuzp1q_s16(s, s))); /* scales 8h + 0, 2, 4, 6 */
+    C->sc1 = vmovl_s16(vget_low_s16(vuzp2q_s16(s, s))); /* 8h + 1, 3, 5, 7 */
+}
+
+/* Q4_K's eight 6-bit sub-block scales and mins from scales[12]
+ * (kq_scale_min of the twin): sc[0] = sub-blocks 0-3, sc[1] = 4-7. */
+QN_INLINE void QN(qn_q4k_scales)(const uint8_t *s12, int32x4_t sc[2], int32x4_t mn[2]) {
+    int32_t a[8], m[8];
+    for (int s = 0; s < 4; s++) {
+        a[s] = s12[s] & 63;
+        m[s] = s12[s + 4] & 63;
+        a[s + 4] = (s12[s + 8] & 0x0F) | ((s12[s] >> 2) & 0x30);
+        m[s + 4] = (s12[s + 8] >> 4) | ((s12[s + 4] >> 2) & 0x30);
+    }
+    sc[0] = vld1q_s32(a), sc[1] = vld1q_s32(a + 4);
+    mn[0] = vld1q_s32(m), mn[1] = vld1q_s32(m + 4);
+}
+
+/* ---- the tile layout ------------------------------------------------------------
+ *
+ * A 64-byte slot of a tile holds one 32-bit word of each of its 16 weight
+ * rows (row j at 4j): vector rq of a slot (16 bytes at 16·rq) is rows
+ * 4rq .. 4rq + 3. */
+
+/* Q4_K sub-block s's 6-bit scale (mn = 0) or min (mn = 1) of 4 rows, from
+ * their scale words u0, u1, u2 (bytes 4-7, 8-11, 12-15 of the super-block):
+ * kq_scale_min lane-wise (variable shifts: a negative count shifts right). */
+QN_INLINE int32x4_t QN(qn_kq4_scale)(uint32x4_t u0, uint32x4_t u1, uint32x4_t u2, int s, int mn) {
+    const uint32x4_t a = mn ? u1 : u0;
+    if (s < 4) return vreinterpretq_s32_u32(vandq_u32(vshlq_u32(a, vdupq_n_s32(-8 * s)), vdupq_n_u32(63)));
+    const int t = 8 * (s - 4);
+    const uint32x4_t lo = vandq_u32(vshlq_u32(u2, vdupq_n_s32(-(t + 4 * mn))), vdupq_n_u32(15));
+    const uint32x4_t hi = vandq_u32(vshlq_u32(a, vdupq_n_s32(-(t + 6))), vdupq_n_u32(3));
+    return vreinterpretq_s32_u32(vorrq_u32(lo, vshlq_n_u32(hi, 4)));
+}
+
+/* Q6_K's int8 scale s (0..15) of 4 rows from their scale words sw[4] (byte
+ * s % 4 of word s / 4), as int32. */
+QN_INLINE int32x4_t QN(qn_kq6_scale)(const int32x4_t sw[4], int s) {
+    return vshrq_n_s32(vshlq_s32(sw[s / 4], vdupq_n_s32(24 - 8 * (s % 4))), 24);
+}
+
+/* Q6_K block (h, c) of 4 rows, unsigned q (0..63): W[q] (q = 0..7) lane r =
+ * row r's elements 4q .. 4q + 3, from ql words 16h + 8(c % 2) + q (nibble
+ * c / 2) and qh words 32 + 8h + q (bits 2c). u: the super-block's 53 slots. */
+QN_INLINE void QN(qn_kq6_unpack)(const uint8_t *u, int rq, int h, int c, int8x16_t W[8]) {
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m30 = vdupq_n_u8(0x30);
+    const int8x16_t sh = vdupq_n_s8((int8_t)(4 - 2 * c));
+    for (int q = 0; q < 8; q++) {
+        const uint8x16_t l = vld1q_u8(u + 64 * (16 * h + 8 * (c % 2) + q) + 16 * rq);
+        const uint8x16_t hh = vld1q_u8(u + 64 * (32 + 8 * h + q) + 16 * rq);
+        const uint8x16_t nib = c / 2 ? vshrq_n_u8(l, 4) : vandq_u8(l, m4);
+        W[q] = vreinterpretq_s8_u8(vorrq_u8(nib, vandq_u8(vshlq_u8(hh, sh), m30)));
+    }
+}
+
 /* ---- integer sums ---- */
 
 /* Σ of the lanes = Σ_e w_e·x_e over 16 elements. neon: two products an
@@ -433,8 +456,10 @@ QN_INLINE int32x4_t QN(dot32)(int8x16_t w0, int8x16_t x0, int8x16_t w1, int8x16_
 QN_INLINE int32x4_t QN(rows4)(int32x4_t acc, const int8x16_t W[4], int8x16_t x) {
 #if QN_PASS == 1
     const int32x4_t x32 = vreinterpretq_s32_s8(x);
-    const int8x16_t x0 = vreinterpretq_s8_s32(vdupq_laneq_s32(x32, 0)), x1 = vreinterpretq_s8_s32(vdupq_laneq_s32(x32, 1)),
-                    x2 = vreinterpretq_s8_s32(vdupq_laneq_s32(x32, 2)), x3 = vreinterpretq_s8_s32(vdupq_laneq_s32(x32, 3));
+    const int8x16_t x0 = vreinterpretq_s8_s32(vdupq_laneq_s32(x32, 0));
+    const int8x16_t x1 = vreinterpretq_s8_s32(vdupq_laneq_s32(x32, 1));
+    const int8x16_t x2 = vreinterpretq_s8_s32(vdupq_laneq_s32(x32, 2));
+    const int8x16_t x3 = vreinterpretq_s8_s32(vdupq_laneq_s32(x32, 3));
     int16x8_t lo = vmull_s8(vget_low_s8(W[0]), vget_low_s8(x0)), hi = vmull_high_s8(W[0], x0);
     lo = vmlal_s8(lo, vget_low_s8(W[1]), vget_low_s8(x1)), hi = vmlal_high_s8(hi, W[1], x1);
     lo = vmlal_s8(lo, vget_low_s8(W[2]), vget_low_s8(x2)), hi = vmlal_high_s8(hi, W[2], x2);
@@ -489,8 +514,8 @@ QN_INLINE void QN(row_pass)(const qd_job *J, const uint8_t *wr, float bias, int6
     for (int64_t b0 = 0; b0 < nb; b0 += 4) {
         const int nv = (int)(nb - b0 < 4 ? nb - b0 : 4);
         qn_chunk C;
-        if (DT == MS_DTYPE_Q6_K) qn_chunk_q6_k(wr, b0, &C);
-        else qn_chunk_05_08(wr, b0, nv, DT, &C);
+        if (DT == MS_DTYPE_Q6_K) QN(qn_chunk_q6_k)(wr, b0, &C);
+        else QN(qn_chunk_05_08)(wr, b0, nv, DT, &C);
         for (int t = 0; t < NT; t++) {
             const int64_t xr = (i0 + t) * g; /* x row i0 + t's first group */
             /* 128 bytes from block b0: within the row's groups (x padded with zeros) */
@@ -502,13 +527,13 @@ QN_INLINE void QN(row_pass)(const qd_job *J, const uint8_t *wr, float bias, int6
                     lo[i] = QN(dot16)(C.w[i][0], vld1q_s8(xq + QK * i));
                     hi[i] = QN(dot16)(C.w[i][1], vld1q_s8(xq + QK * i + 16));
                 }
-                sumi = vmlaq_s32(vmulq_s32(C.sc0, qn_sum4(lo[0], lo[1], lo[2], lo[3])), C.sc1,
-                                 qn_sum4(hi[0], hi[1], hi[2], hi[3]));
+                sumi = vmlaq_s32(vmulq_s32(C.sc0, QN(qn_sum4)(lo[0], lo[1], lo[2], lo[3])), C.sc1,
+                                 QN(qn_sum4)(hi[0], hi[1], hi[2], hi[3]));
             } else {
                 int32x4_t s[4];
                 for (int i = 0; i < 4; i++)
                     s[i] = QN(dot32)(C.w[i][0], vld1q_s8(xq + QK * i), C.w[i][1], vld1q_s8(xq + QK * i + 16));
-                sumi = qn_sum4(s[0], s[1], s[2], s[3]);
+                sumi = QN(qn_sum4)(s[0], s[1], s[2], s[3]);
             }
             const float32x4_t dx = vld1q_f32(x->d + xr * GROUP + b0);
             const float32x4_t term = vmulq_f32(vmulq_f32(C.a, dx), vcvtq_f32_s32(sumi));
@@ -517,7 +542,7 @@ QN_INLINE void QN(row_pass)(const qd_job *J, const uint8_t *wr, float bias, int6
         }
     }
     for (int t = 0; t < NT; t++) {
-        float v = qn_lanes_reduce(acc[t]);
+        float v = QN(qn_lanes_reduce)(acc[t]);
         if (J->b) v += bias;
         J->y[(i0 + t) * J->ldy + j] = v;
     }
@@ -539,7 +564,7 @@ QN_INLINE void QN(row_pass_q4k)(const qd_job *J, const uint8_t *wr, float bias, 
         const uint8_t *p = wr + (size_t)S * 144;
         const float d = ld_f16(p), dmin = ld_f16(p + 2);
         int32x4_t sc[2], mn[2];
-        qn_q4k_scales(p + 4, sc, mn);
+        QN(qn_q4k_scales)(p + 4, sc, mn);
         /* qs[32P + l]: sub-block 2P in the low nibbles, 2P + 1 in the high */
         int8x16_t W[8][2];
         for (int P = 0; P < 4; P++)
@@ -554,7 +579,7 @@ QN_INLINE void QN(row_pass_q4k)(const qd_job *J, const uint8_t *wr, float bias, 
             int32x4_t s[8];
             for (int sb = 0; sb < 8; sb++)
                 s[sb] = QN(dot32)(W[sb][0], vld1q_s8(xq + QK * sb), W[sb][1], vld1q_s8(xq + QK * sb + 16));
-            const int32x4_t s03 = qn_sum4(s[0], s[1], s[2], s[3]), s47 = qn_sum4(s[4], s[5], s[6], s[7]);
+            const int32x4_t s03 = QN(qn_sum4)(s[0], s[1], s[2], s[3]), s47 = QN(qn_sum4)(s[4], s[5], s[6], s[7]);
             const int32x4_t I4 = vaddq_s32(vshlq_s32(vmulq_s32(s03, sc[0]), vld1q_s32(x->ek + xb)),
                                            vshlq_s32(vmulq_s32(s47, sc[1]), vld1q_s32(x->ek + xb + 4)));
             const int32x4_t M4 = vmlaq_s32(vmulq_s32(mn[0], vld1q_s32(x->sk + xb)), mn[1], vld1q_s32(x->sk + xb + 4));
@@ -619,15 +644,16 @@ QN_INLINE void QN(mm_pass)(const qd_job *J, const uint8_t *wr0, const uint8_t *w
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *p0 = wr0 + (size_t)b * bb, *p1 = wr1 + (size_t)b * bb;
         int8x16_t w0[2], w1[2];
-        if (DT == MS_DTYPE_Q8_0) qn_block_q8_0(p0, w0), qn_block_q8_0(p1, w1);
-        else qn_block_q5_0(p0, w0), qn_block_q5_0(p1, w1);
+        if (DT == MS_DTYPE_Q8_0) QN(qn_block_q8_0)(p0, w0), QN(qn_block_q8_0)(p1, w1);
+        else QN(qn_block_q5_0)(p0, w0), QN(qn_block_q5_0)(p1, w1);
         const int8x16_t B[4] = {qn_zlo(w0[0], w1[0]), qn_zhi(w0[0], w1[0]), qn_zlo(w0[1], w1[1]), qn_zhi(w0[1], w1[1])};
         const float a0 = ld_f16(p0), a1 = ld_f16(p1);
         const float av[4] = {a0, a1, a0, a1};
         const float32x4_t a = vld1q_f32(av);
         for (int p = 0; p < NP; p++) {
             const int64_t rt = (i0 + 2 * p) * g, ru = rt + g; /* x rows t, u = t + 1: first groups */
-            const int8_t *xt = x->qp + (size_t)rt * GROUP_Q + (size_t)b * QK, *xu = x->qp + (size_t)ru * GROUP_Q + (size_t)b * QK;
+            const int8_t *xt = x->qp + (size_t)rt * GROUP_Q + (size_t)b * QK;
+            const int8_t *xu = x->qp + (size_t)ru * GROUP_Q + (size_t)b * QK;
             const int8x16_t t0 = vld1q_s8(xt), t1 = vld1q_s8(xt + 16), u0 = vld1q_s8(xu), u1 = vld1q_s8(xu + 16);
             int32x4_t c = vmmlaq_s32(vdupq_n_s32(0), qn_zlo(t0, u0), B[0]);
             c = vmmlaq_s32(c, qn_zhi(t0, u0), B[1]);
@@ -641,7 +667,7 @@ QN_INLINE void QN(mm_pass)(const qd_job *J, const uint8_t *wr0, const uint8_t *w
     }
     for (int p = 0; p < NP; p++) {
         float o[4];
-        float32x4_t v = qn_tree16(acc[p]);
+        float32x4_t v = QN(qn_tree16)(acc[p]);
         if (J->b) {
             const float bv[4] = {bias[0], bias[1], bias[0], bias[1]};
             v = vaddq_f32(v, vld1q_f32(bv));
@@ -713,7 +739,7 @@ QN_INLINE void QN(kq4_tile)(const qd_job *J, const uint8_t *pk, int64_t j0, int 
         const uint8_t *u = pk + (size_t)S * QN_KQ4_WORDS * 64;
         for (int rq = 0; rq < 4; rq++) {
             const uint32x4_t dd = vld1q_u32((const uint32_t *)(const void *)(u + 16 * rq));
-            const float32x4_t d = qn_f16x4(vmovn_u32(dd)), dmin = qn_f16x4(vshrn_n_u32(dd, 16));
+            const float32x4_t d = QN(qn_f16x4)(vmovn_u32(dd)), dmin = QN(qn_f16x4)(vshrn_n_u32(dd, 16));
             const uint32x4_t u0 = vld1q_u32((const uint32_t *)(const void *)(u + 64 + 16 * rq));
             const uint32x4_t u1 = vld1q_u32((const uint32_t *)(const void *)(u + 128 + 16 * rq));
             const uint32x4_t u2 = vld1q_u32((const uint32_t *)(const void *)(u + 192 + 16 * rq));
@@ -727,14 +753,15 @@ QN_INLINE void QN(kq4_tile)(const qd_job *J, const uint8_t *pk, int64_t j0, int 
                     const uint8x16_t v = vld1q_u8(wq + 64 * q);
                     W[q] = vreinterpretq_s8_u8(sb % 2 ? vshrq_n_u8(v, 4) : vandq_u8(v, m4));
                 }
-                const int32x4_t sc = qn_kq4_scale(u0, u1, u2, sb, 0), mn = qn_kq4_scale(u0, u1, u2, sb, 1);
+                const int32x4_t sc = QN(qn_kq4_scale)(u0, u1, u2, sb, 0), mn = QN(qn_kq4_scale)(u0, u1, u2, sb, 1);
                 int t = 0;
 #if QN_PASS == 3
                 int8x16_t B01[4], B23[4];
                 for (int P = 0; P < 4; P++) qn_zw(W[2 * P], W[2 * P + 1], &B01[P], &B23[P]);
                 for (; t + 1 < NT; t += 2) {
                     const int8_t *xt = x->qk + (size_t)(i0 + t) * xs + (size_t)(QK_K * S + QK * sb), *xu = xt + xs;
-                    const int8x16_t t0 = vld1q_s8(xt), t1 = vld1q_s8(xt + 16), u0x = vld1q_s8(xu), u1x = vld1q_s8(xu + 16);
+                    const int8x16_t t0 = vld1q_s8(xt), t1 = vld1q_s8(xt + 16);
+                    const int8x16_t u0x = vld1q_s8(xu), u1x = vld1q_s8(xu + 16);
                     const int8x16_t A[4] = {qn_zlo(t0, u0x), qn_zhi(t0, u0x), qn_zlo(t1, u1x), qn_zhi(t1, u1x)};
                     int32x4_t c01 = vdupq_n_s32(0), c23 = vdupq_n_s32(0), st, su;
                     for (int P = 0; P < 4; P++) {
@@ -767,7 +794,7 @@ QN_INLINE void QN(kq4_tile)(const qd_job *J, const uint8_t *pk, int64_t j0, int 
     }
     for (int t = 0; t < NT; t++)
         for (int rq = 0; rq < 4; rq++)
-            qn_store4(J, vaddq_f32(acc[t][0][rq], acc[t][1][rq]), j0, mt, rq, J->y + (i0 + t) * J->ldy);
+            QN(qn_store4)(J, vaddq_f32(acc[t][0][rq], acc[t][1][rq]), j0, mt, rq, J->y + (i0 + t) * J->ldy);
 }
 
 /* ---- tile layout: Q6_K ----
@@ -788,13 +815,14 @@ QN_INLINE void QN(kq6_tile)(const qd_job *J, const uint8_t *pk, int64_t j0, int 
         const uint8_t *u = pk + (size_t)S * QN_KQ6_WORDS * 64;
         for (int rq = 0; rq < 4; rq++) {
             /* slot 52 holds bytes 206-209: d in the high half */
-            const float32x4_t d = qn_f16x4(vshrn_n_u32(vld1q_u32((const uint32_t *)(const void *)(u + 64 * 52 + 16 * rq)), 16));
+            const uint32x4_t w52 = vld1q_u32((const uint32_t *)(const void *)(u + 64 * 52 + 16 * rq));
+            const float32x4_t d = QN(qn_f16x4)(vshrn_n_u32(w52, 16));
             int32x4_t sw[4];
             for (int w = 0; w < 4; w++) sw[w] = vld1q_s32((const int32_t *)(const void *)(u + 64 * (48 + w) + 16 * rq));
             for (int jb = 0; jb < 8; jb++) { /* block jb = 4h + c of the super-block */
                 int8x16_t W[8];
-                qn_kq6_unpack(u, rq, jb / 4, jb % 4, W);
-                const int32x4_t sc0 = qn_kq6_scale(sw, 2 * jb), sc1 = qn_kq6_scale(sw, 2 * jb + 1);
+                QN(qn_kq6_unpack)(u, rq, jb / 4, jb % 4, W);
+                const int32x4_t sc0 = QN(qn_kq6_scale)(sw, 2 * jb), sc1 = QN(qn_kq6_scale)(sw, 2 * jb + 1);
                 const int lane = (int)(8 * (S % 2)) + jb;
                 const int64_t b = 8 * S + jb;
                 int32x4_t lo[QN_KT], hi[QN_KT];
@@ -805,7 +833,8 @@ QN_INLINE void QN(kq6_tile)(const qd_job *J, const uint8_t *pk, int64_t j0, int 
                 for (; t + 1 < NT; t += 2) {
                     const int64_t xt = (i0 + t) * g * GROUP + b, xu = xt + g * GROUP;
                     const int8_t *qt = x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b), *qu = qt + xs;
-                    const int8x16_t t0 = vld1q_s8(qt), t1 = vld1q_s8(qt + 16), u0 = vld1q_s8(qu), u1 = vld1q_s8(qu + 16);
+                    const int8x16_t t0 = vld1q_s8(qt), t1 = vld1q_s8(qt + 16);
+                    const int8x16_t u0 = vld1q_s8(qu), u1 = vld1q_s8(qu + 16);
                     /* start: [h_t, h_t, h_u, h_u], the layout of the SMMLA result */
                     const int32x4_t slo = vcombine_s32(vdup_n_s32(x->h6[2 * xt]), vdup_n_s32(x->h6[2 * xu]));
                     const int32x4_t shi = vcombine_s32(vdup_n_s32(x->h6[2 * xt + 1]), vdup_n_s32(x->h6[2 * xu + 1]));
@@ -837,7 +866,7 @@ QN_INLINE void QN(kq6_tile)(const qd_job *J, const uint8_t *pk, int64_t j0, int 
         for (int rq = 0; rq < 4; rq++) {
             float32x4_t a[GROUP];
             for (int l = 0; l < GROUP; l++) a[l] = acc[t][l][rq];
-            qn_store4(J, qn_tree16(a), j0, mt, rq, J->y + (i0 + t) * J->ldy);
+            QN(qn_store4)(J, QN(qn_tree16)(a), j0, mt, rq, J->y + (i0 + t) * J->ldy);
         }
 }
 

@@ -159,7 +159,15 @@ Q2_INLINE void q2_lanes_store(const qd_job *J, const __m256 (*acc)[GROUP], int64
  * twin's term of I, exactly; M += mn_s·sk_s (vpmulld). At the end of S the
  * twin's f32 term into acc[S mod 2]. */
 
-enum { KQ2_NT = 4, KQ2_NT6 = 8, KQ4_WORDS2 = 36, KQ6_WORDS2 = 53 };
+/* x rows an unpack: Q4_K's I and M live in registers (2 a row beside the
+ * 8 unpacked words), Q6_K's accumulators in memory. Build options. */
+#ifndef KQ2_NT
+#define KQ2_NT 4
+#endif
+#ifndef KQ2_NT6
+#define KQ2_NT6 8
+#endif
+enum { KQ4_WORDS2 = 36, KQ6_WORDS2 = 53 };
 #ifndef KQ2_PF
 #define KQ2_PF 4608
 #endif
