@@ -12,11 +12,11 @@
  * clang is told in ms_k_qdot_int.h). So every output is the twin's bits, for
  * any n and thread split.
  *
- *   - Q4_K and Q6_K over the tile layout (ms_qdot_pack): a 256-bit vector
+ *   - Q4_K, Q6_K and Q5_0 over the tile layout (ms_qdot_pack): a 256-bit vector
  *     holds 8 weight rows (half of a tile of 16), so per x row a 4-byte quad
  *     of x is broadcast and one vpmaddubsw per quad forms the 8 rows' pair
  *     sums with no horizontal adds; each unpacked sub-block serves up to
- *     KQ2_NT (Q4_K) or KQ2_NT6 (Q6_K) x rows.
+ *     KQ2_NT (Q4_K) or KQ2_NT6 (Q6_K, Q5_0) x rows.
  *   - Q8_0, Q5_0, Q4_0, Q4_1, Q5_1 and Q5_K over the rows in place (also the
  *     rows variant that the MicroSpec window's draft head uses): a block's
  *     32 products in one
@@ -159,17 +159,31 @@ Q2_INLINE void q2_lanes_store(const qd_job *J, const __m256 (*acc)[GROUP], int64
  * twin's term of I, exactly; M += mn_s·sk_s (vpmulld). At the end of S the
  * twin's f32 term into acc[S mod 2]. */
 
-/* x rows an unpack: Q4_K's I and M live in registers (2 a row beside the
- * 8 unpacked words), Q6_K's accumulators in memory. Build options. */
+/* x rows an unpack (build options): more rows spill I, M and the
+ * accumulators to the stack, which costs less than unpacking again. One
+ * thread on the Zen 4 VM, MS_ISA=avx2, ms per product (8960 x 1536): Q4_K
+ * 8 rows 1.72 (4 an unpack) / 1.39 (8) / 1.41 (16), 16 rows 2.75 (8) / 2.42
+ * (16), 6 rows 1.35 (4) / 1.15 (8); Q6_K 16 rows 3.60 (8) / 3.18 (16). */
 #ifndef KQ2_NT
-#define KQ2_NT 4
+#define KQ2_NT 16
 #endif
 #ifndef KQ2_NT6
-#define KQ2_NT6 8
+#define KQ2_NT6 16
 #endif
 enum { KQ4_WORDS2 = 36, KQ6_WORDS2 = 53 };
-#ifndef KQ2_PF
-#define KQ2_PF 4608
+/* Software prefetch distance in the tile stream (bytes; 0: off), Q4_K and
+ * Q6_K; build options. One thread on the Zen 4 VM, MS_ISA=avx2, a one-row
+ * product from DRAM (GB/s of weights, 8960 x 1536 / 1536 x 8960): Q4_K off
+ * 23.2-24.9 / 18.4-18.5, 4608 16.1-19.5 / 17.2; Q6_K 4608 20.2 / 19.7,
+ * off 9.3 / 8.5, 2304 15.9 / 16.1, 9216 17.6 / 17.9. */
+#ifndef KQ2_PF4
+#define KQ2_PF4 0
+#endif
+#ifndef KQ2_PF4H
+#define KQ2_PF4H 4608
+#endif
+#ifndef KQ2_PF6
+#define KQ2_PF6 4608
 #endif
 
 /* Sub-block s's 6-bit scale (mn = 0) or min (mn = 1) of each lane's
@@ -182,7 +196,9 @@ Q2_INLINE __m256i q2_kq4_scale(__m256i u0, __m256i u1, __m256i u2, int s, int mn
                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(mn ? u1 : u0, t + 6), k3), 4));
 }
 
-/* NT x rows from i0 against half hh of the tile at pk (mt8 of its rows). */
+/* NT x rows from i0 against half hh of the tile at pk (mt8 of its rows),
+ * every super-block: for NT > 2, where the products, not the lines, bound
+ * the time (the half's I, M and accumulators stay in registers). */
 Q2_INLINE void kq4_half(const qd_job *J, const uint8_t *pk, int64_t j0, int mt8, int64_t i0, int NT, int hh) {
     const ms_q8_act *x = J->x;
     const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
@@ -200,9 +216,9 @@ Q2_INLINE void kq4_half(const qd_job *J, const uint8_t *pk, int64_t j0, int mt8,
         __m256i I[KQ2_NT], M[KQ2_NT];
         for (int t = 0; t < NT; t++) I[t] = M[t] = _mm256_setzero_si256();
         for (int sb = 0; sb < 8; sb++) {
-            if (KQ2_PF > 0 && i0 == 0 && hh == 0) /* the first pass streams the tile: fetch ahead */
+            if (KQ2_PF4H > 0 && i0 == 0 && hh == 0) /* the first pass streams the tile: fetch ahead */
                 for (int l = 0; l < 5; l++)
-                    _mm_prefetch((const char *)u + KQ2_PF + 64 * (5 * sb + l), _MM_HINT_T0);
+                    _mm_prefetch((const char *)u + KQ2_PF4H + 64 * (5 * sb + l), _MM_HINT_T0);
             /* qs[32p + l]: sub-block 2p in the low nibbles, 2p + 1 in the high */
             const uint8_t *wq = u + 64 * (size_t)(4 + 8 * (sb / 2));
             __m256i W[8];
@@ -243,6 +259,91 @@ Q2_INLINE void kq4_half(const qd_job *J, const uint8_t *pk, int64_t j0, int mt8,
     }
 }
 
+/* NT x rows from i0 against the tile at pk (mt of its rows): per super-block
+ * both halves, one after the other, so the tile's lines stream in once while
+ * all their bytes are used (a pass over each half in turn left the first
+ * bound by memory at half the work a line). */
+Q2_INLINE void kq4_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
+    const size_t xs = (size_t)g * GROUP_Q;
+    const int nh = mt > 8 ? 2 : 1;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[2][KQ2_NT][2];
+    for (int hh = 0; hh < 2; hh++)
+        for (int t = 0; t < NT; t++) acc[hh][t][0] = acc[hh][t][1] = _mm256_setzero_ps();
+    for (int64_t S = 0; S < ns; S++) {
+        for (int hh = 0; hh < nh; hh++) {
+            const uint8_t *u = pk + (size_t)S * KQ4_WORDS2 * 64 + 32 * hh;
+            const __m256i dd = _mm256_load_si256((const __m256i *)u);
+            const __m256 d = q2_f16_half(dd, 0), dmin = q2_f16_half(dd, 1);
+            const __m256i u0 = _mm256_load_si256((const __m256i *)(u + 64)),
+                          u1 = _mm256_load_si256((const __m256i *)(u + 128)),
+                          u2 = _mm256_load_si256((const __m256i *)(u + 192));
+            __m256i I[KQ2_NT], M[KQ2_NT];
+            for (int t = 0; t < NT; t++) I[t] = M[t] = _mm256_setzero_si256();
+            for (int sb = 0; sb < 8; sb++) {
+                if (KQ2_PF4 > 0 && i0 == 0 && hh == 0) /* the first pass streams the tile: fetch ahead, */
+                    for (int l = 0; l < 5; l++)         /* spread (36 lines a super-block) */
+                        _mm_prefetch((const char *)pk + (size_t)S * KQ4_WORDS2 * 64 + KQ2_PF4 + 64 * (5 * sb + l),
+                                     _MM_HINT_T0);
+                /* qs[32p + l]: sub-block 2p in the low nibbles, 2p + 1 in the high */
+                const uint8_t *wq = u + 64 * (size_t)(4 + 8 * (sb / 2));
+                __m256i W[8];
+                for (int q = 0; q < 8; q++) {
+                    const __m256i v = _mm256_load_si256((const __m256i *)(wq + 64 * q));
+                    W[q] = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
+                }
+                const __m256i sc = q2_kq4_scale(u0, u1, u2, sb, 0), mn = q2_kq4_scale(u0, u1, u2, sb, 1);
+                const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)); /* sc in both 16-bit halves */
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *xq = x->qk + (size_t)(i0 + t) * xs + (size_t)(QK_K * S + QK * sb);
+                    __m256i p[8];
+                    for (int q = 0; q < 8; q++) p[q] = _mm256_maddubs_epi16(W[q], q2_quad(xq + 4 * q));
+                    const __m256i s16 = _mm256_add_epi16(
+                        _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])),
+                        _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7])));
+                    const int64_t xb = (i0 + t) * g * GROUP + 8 * S + sb;
+                    const __m256i scs = _mm256_sll_epi32(sc2, _mm_cvtsi32_si128(x->ek[xb]));
+                    I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(s16, scs));
+                    M[t] = _mm256_add_epi32(M[t], _mm256_mullo_epi32(mn, _mm256_set1_epi32(x->sk[xb])));
+                }
+            }
+            for (int t = 0; t < NT; t++) {
+                /* t_S = (d·uk)·(float)I − (dmin·uk)·(float)M */
+                const __m256 dy = _mm256_set1_ps(x->uk[(i0 + t) * g * 2 + S]);
+                const __m256 tI = _mm256_mul_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(I[t]));
+                const __m256 tM = _mm256_mul_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(M[t]));
+                acc[hh][t][S % 2] = _mm256_add_ps(acc[hh][t][S % 2], _mm256_sub_ps(tI, tM));
+            }
+        }
+    }
+    for (int hh = 0; hh < nh; hh++) {
+        const int mt8 = mt - 8 * hh < 8 ? mt - 8 * hh : 8;
+        const __m256i k = q2_lanes(mt8);
+        const int64_t jc = j0 + 8 * hh;
+        const __m256 bias = J->b ? _mm256_maskload_ps(J->b + jc, k) : _mm256_setzero_ps();
+        for (int t = 0; t < NT; t++) {
+            __m256 v = _mm256_add_ps(acc[hh][t][0], acc[hh][t][1]);
+            if (J->b) v = _mm256_add_ps(v, bias);
+            _mm256_maskstore_ps(J->y + (i0 + t) * J->ldy + jc, k, v);
+        }
+    }
+}
+
+/* The tile, NT x rows from i0: halves interleaved a super-block at a time
+ * for one or two rows (a one-row product streams the tile from memory),
+ * else each half over every super-block (NT a constant: the branch folds).
+ * n = 8 on the Zen 4 VM, one thread, 8960 x 1536: 1.67 ms against 1.87
+ * interleaved; n = 1 interleaved 0.31-0.33 ms against 0.39-0.51. */
+Q2_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    if (NT <= 2) {
+        kq4_tile2(J, pk, j0, mt, i0, NT);
+        return;
+    }
+    for (int hh = 0; hh < 2 && 8 * hh < mt; hh++) kq4_half(J, pk, j0, mt - 8 * hh < 8 ? mt - 8 * hh : 8, i0, NT, hh);
+}
+
 /* ---- Q6_K over the tile layout, 8 weight rows a vector ------------------------------
  *
  * Block (h, c) of a super-block (half h, c = 0..3) takes its quad q from ql
@@ -279,97 +380,106 @@ static inline int32_t pair16(int32_t lo, int32_t hi) {
     return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
 }
 
-/* NT x rows from i0 against half hh of the tile at pk (mt8 of its rows). */
-Q2_INLINE void kq6_half(const qd_job *J, const uint8_t *pk, int64_t j0, int mt8, int64_t i0, int NT, int hh) {
+/* NT x rows from i0 against the tile at pk (mt of its rows), both halves
+ * per super-block (as kq4_tile2). */
+Q2_INLINE void kq6_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
     const ms_q8_act *x = J->x;
     const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
     const size_t xs = (size_t)g * GROUP_Q;
+    const int nh = mt > 8 ? 2 : 1;
     const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
-    __m256 acc[KQ2_NT6][GROUP];
-    for (int t = 0; t < NT; t++)
-        for (int l = 0; l < GROUP; l++) acc[t][l] = _mm256_setzero_ps();
+    __m256 acc[2][KQ2_NT6][GROUP];
+    for (int hh = 0; hh < nh; hh++)
+        for (int t = 0; t < NT; t++)
+            for (int l = 0; l < GROUP; l++) acc[hh][t][l] = _mm256_setzero_ps();
     for (int64_t S = 0; S < ns; S++) {
-        const uint8_t *u = pk + (size_t)S * KQ6_WORDS2 * 64 + 32 * hh;
-        const __m256 d = q2_f16_half(_mm256_load_si256((const __m256i *)(u + 64 * 52)), 1);
-        __m256i sw[4];
-        for (int w = 0; w < 4; w++) sw[w] = _mm256_load_si256((const __m256i *)(u + 64 * (48 + w)));
-        for (int h = 0; h < 2; h++)
+        for (int hh = 0; hh < nh; hh++) {
+            const uint8_t *u = pk + (size_t)S * KQ6_WORDS2 * 64 + 32 * hh;
+            const __m256 d = q2_f16_half(_mm256_load_si256((const __m256i *)(u + 64 * 52)), 1);
+            __m256i sw[4];
+            for (int w = 0; w < 4; w++) sw[w] = _mm256_load_si256((const __m256i *)(u + 64 * (48 + w)));
+            for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4
-            for (int c = 0; c < 4; c++) {
-                if (KQ2_PF > 0 && i0 == 0 && hh == 0) /* the first pass streams the tile: fetch ahead (53 lines) */
-                    for (int l = 0; l < 7; l++)
-                        _mm_prefetch((const char *)u + KQ2_PF + 64 * (7 * (4 * h + c) + l), _MM_HINT_T0);
-                __m256i W[8];
-                for (int q = 0; q < 8; q++)
-                    W[q] = q2_q6_quad(_mm256_load_si256((const __m256i *)(u + 64 * (16 * h + 8 * (c % 2) + q))),
-                                      _mm256_load_si256((const __m256i *)(u + 64 * (32 + 8 * h + q))), c);
-                const int j = 4 * h + c, lane = (int)(8 * (S % 2)) + j;
-                const __m256i sc0 = q2_kq6_scale(sw, 2 * j), sc1 = q2_kq6_scale(sw, 2 * j + 1);
-                const __m256i s0 = _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc0, 16));
-                const __m256i s1 = _mm256_or_si256(_mm256_and_si256(sc1, lo16), _mm256_slli_epi32(sc1, 16));
-                const __m256i sp = _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc1, 16));
-                for (int t = 0; t < NT; t++) {
-                    const int64_t b = 8 * S + j, xb = (i0 + t) * g * GROUP + b;
-                    const int8_t *xq = x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
-                    const __m256i la = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], q2_quad(xq)),
-                                                        _mm256_maddubs_epi16(W[1], q2_quad(xq + 4)));
-                    const __m256i lb = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], q2_quad(xq + 8)),
-                                                        _mm256_maddubs_epi16(W[3], q2_quad(xq + 12)));
-                    const __m256i ha = _mm256_add_epi16(_mm256_maddubs_epi16(W[4], q2_quad(xq + 16)),
-                                                        _mm256_maddubs_epi16(W[5], q2_quad(xq + 20)));
-                    const __m256i hb = _mm256_add_epi16(_mm256_maddubs_epi16(W[6], q2_quad(xq + 24)),
-                                                        _mm256_maddubs_epi16(W[7], q2_quad(xq + 28)));
-                    __m256i si = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(la, s0), _mm256_madd_epi16(lb, s0)),
-                                                  _mm256_add_epi32(_mm256_madd_epi16(ha, s1), _mm256_madd_epi16(hb, s1)));
-                    /* −32·(sc₀·Σ_{e<16} x + sc₁·Σ_{e≥16} x) */
-                    const __m256i off =
-                        _mm256_madd_epi16(sp, _mm256_set1_epi32(pair16(x->h6[2 * xb] >> 5, x->h6[2 * xb + 1] >> 5)));
-                    si = _mm256_add_epi32(si, _mm256_slli_epi32(off, 5));
-                    const __m256 term =
-                        _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d[xb])), _mm256_cvtepi32_ps(si));
-                    acc[t][lane] = _mm256_add_ps(acc[t][lane], term);
+                for (int c = 0; c < 4; c++) {
+                    if (KQ2_PF6 > 0 && i0 == 0 && hh == 0) /* fetch ahead, spread (53 lines a super-block) */
+                        for (int l = 0; l < 7; l++)
+                            _mm_prefetch((const char *)pk + (size_t)S * KQ6_WORDS2 * 64 + KQ2_PF6 +
+                                             64 * (7 * (4 * h + c) + l),
+                                         _MM_HINT_T0);
+                    __m256i W[8];
+                    for (int q = 0; q < 8; q++)
+                        W[q] = q2_q6_quad(_mm256_load_si256((const __m256i *)(u + 64 * (16 * h + 8 * (c % 2) + q))),
+                                          _mm256_load_si256((const __m256i *)(u + 64 * (32 + 8 * h + q))), c);
+                    const int j = 4 * h + c, lane = (int)(8 * (S % 2)) + j;
+                    const __m256i sc0 = q2_kq6_scale(sw, 2 * j), sc1 = q2_kq6_scale(sw, 2 * j + 1);
+                    const __m256i s0 = _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc0, 16));
+                    const __m256i s1 = _mm256_or_si256(_mm256_and_si256(sc1, lo16), _mm256_slli_epi32(sc1, 16));
+                    const __m256i sp = _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc1, 16));
+                    for (int t = 0; t < NT; t++) {
+                        const int64_t b = 8 * S + j, xb = (i0 + t) * g * GROUP + b;
+                        const int8_t *xq = x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
+                        const __m256i la = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], q2_quad(xq)),
+                                                            _mm256_maddubs_epi16(W[1], q2_quad(xq + 4)));
+                        const __m256i lb = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], q2_quad(xq + 8)),
+                                                            _mm256_maddubs_epi16(W[3], q2_quad(xq + 12)));
+                        const __m256i ha = _mm256_add_epi16(_mm256_maddubs_epi16(W[4], q2_quad(xq + 16)),
+                                                            _mm256_maddubs_epi16(W[5], q2_quad(xq + 20)));
+                        const __m256i hb = _mm256_add_epi16(_mm256_maddubs_epi16(W[6], q2_quad(xq + 24)),
+                                                            _mm256_maddubs_epi16(W[7], q2_quad(xq + 28)));
+                        __m256i si = _mm256_add_epi32(
+                            _mm256_add_epi32(_mm256_madd_epi16(la, s0), _mm256_madd_epi16(lb, s0)),
+                            _mm256_add_epi32(_mm256_madd_epi16(ha, s1), _mm256_madd_epi16(hb, s1)));
+                        /* −32·(sc₀·Σ_{e<16} x + sc₁·Σ_{e≥16} x) */
+                        const __m256i off = _mm256_madd_epi16(
+                            sp, _mm256_set1_epi32(pair16(x->h6[2 * xb] >> 5, x->h6[2 * xb + 1] >> 5)));
+                        si = _mm256_add_epi32(si, _mm256_slli_epi32(off, 5));
+                        const __m256 term =
+                            _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d[xb])), _mm256_cvtepi32_ps(si));
+                        acc[hh][t][lane] = _mm256_add_ps(acc[hh][t][lane], term);
+                    }
                 }
-            }
+        }
     }
-    q2_lanes_store(J, (const __m256(*)[GROUP])acc, j0 + 8 * hh, mt8, i0, NT);
+    for (int hh = 0; hh < nh; hh++)
+        q2_lanes_store(J, (const __m256(*)[GROUP])acc[hh], j0 + 8 * hh, mt - 8 * hh < 8 ? mt - 8 * hh : 8, i0, NT);
 }
 
-/* Tiles [t0, t1) of 16 weight rows (two halves of 8) against all x rows, in
- * passes of up to NTMAX rows (HALF: kq4_half or kq6_half). */
-#define Q2_CASE(k, HALF, NTMAX)                                                         \
-    case k: HALF(J, pk, j0, mt8, i0, (k) < (NTMAX) ? (k) : (NTMAX), hh); break;
-#define Q2_TILE_RANGE(NAME, HALF, NTMAX, WORDS)                                         \
+/* Tiles [t0, t1) of 16 weight rows against all x rows, in passes of NTMAX
+ * rows, then one of 8 where 8 or more are left, then the rest (TILE:
+ * kq4_tile, kq6_tile2 or kq5_tile2). */
+#define Q2_CASE(k, TILE, NTMAX)                                                         \
+    case k: TILE(J, pk, j0, mt, i0, (k) < (NTMAX) ? (k) : (NTMAX)); break;
+#define Q2_TILE_RANGE(NAME, TILE, NTMAX)                                                \
     Q2 static void NAME(void *arg, int64_t t0, int64_t t1) {                            \
         const qd_job *J = arg;                                                          \
         const ms_qweight *W = J->w;                                                     \
         const int64_t n = J->x->n;                                                      \
-        const size_t tile_bytes = (size_t)(W->k / QK_K) * (WORDS) * 64;                 \
+        const size_t tile_bytes = pack_tile_bytes(W);                                   \
         for (int64_t t = t0; t < t1; t++) {                                             \
             const int64_t j0 = 16 * t;                                                  \
             const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);                     \
             const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;     \
             for (int64_t i0 = 0; i0 < n;) {                                             \
-                const int nt = (int)(n - i0 < (NTMAX) ? n - i0 : (NTMAX));              \
-                for (int hh = 0; hh < 2 && 8 * hh < mt; hh++) {                         \
-                    const int mt8 = mt - 8 * hh < 8 ? mt - 8 * hh : 8;                  \
-                    switch (nt) {                                                       \
-                        Q2_CASE(1, HALF, NTMAX)                                         \
-                        Q2_CASE(2, HALF, NTMAX)                                         \
-                        Q2_CASE(3, HALF, NTMAX)                                         \
-                        Q2_CASE(4, HALF, NTMAX)                                         \
-                        Q2_CASE(5, HALF, NTMAX)                                         \
-                        Q2_CASE(6, HALF, NTMAX)                                         \
-                        Q2_CASE(7, HALF, NTMAX)                                         \
-                    default: HALF(J, pk, j0, mt8, i0, (NTMAX), hh); break;              \
-                    }                                                                   \
+                const int64_t rem = n - i0;                                             \
+                const int nt = (int)(rem >= (NTMAX) ? (NTMAX) : rem >= 8 ? 8 : rem);    \
+                switch (nt) {                                                           \
+                    Q2_CASE(1, TILE, NTMAX)                                             \
+                    Q2_CASE(2, TILE, NTMAX)                                             \
+                    Q2_CASE(3, TILE, NTMAX)                                             \
+                    Q2_CASE(4, TILE, NTMAX)                                             \
+                    Q2_CASE(5, TILE, NTMAX)                                             \
+                    Q2_CASE(6, TILE, NTMAX)                                             \
+                    Q2_CASE(7, TILE, NTMAX)                                             \
+                    Q2_CASE(8, TILE, NTMAX)                                             \
+                default: TILE(J, pk, j0, mt, i0, (NTMAX)); break;                       \
                 }                                                                       \
                 i0 += nt;                                                               \
             }                                                                           \
         }                                                                               \
     }
 
-Q2_TILE_RANGE(kq4_range2, kq4_half, KQ2_NT, KQ4_WORDS2)
-Q2_TILE_RANGE(kq6_range2, kq6_half, KQ2_NT6, KQ6_WORDS2)
+Q2_TILE_RANGE(kq4_range2, kq4_tile, KQ2_NT)
+Q2_TILE_RANGE(kq6_range2, kq6_tile2, KQ2_NT6)
 
 /* ---- the 32-blocks over the rows in place -------------------------------------------
  *
@@ -416,8 +526,10 @@ Q2_INLINE int q2_block_bytes(ms_dtype DT) {
     }
 }
 
-/* Block b (< 16) of the group at base: its unsigned weight bytes (not Q8_0)
- * and the twin's multipliers a (of sumi) and m (of the x block sum). */
+/* Block b (< 16) of the group at base: its unsigned weight bytes (Q8_0:
+ * its signed q); Q5_K also the twin's multipliers a (of sumi) and m (of the
+ * x block sum), d·sc and dmin·mn by the twin's own scalar products (the
+ * other formats' a and m are their f16 d and min, converted by F16C). */
 Q2_INLINE __m256i q2_unpack(const uint8_t *base, int b, float *a, float *m, ms_dtype DT) {
     const int bb = q2_block_bytes(DT);
     if (DT == MS_DTYPE_Q5_K) { /* {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]} */
@@ -437,9 +549,8 @@ Q2_INLINE __m256i q2_unpack(const uint8_t *base, int b, float *a, float *m, ms_d
                                             _mm256_set1_epi8(1));
         return _mm256_or_si256(nib, _mm256_slli_epi16(hb, 4));
     }
+    (void)a, (void)m;
     const uint8_t *p = base + (size_t)b * (size_t)bb;
-    *a = ld_f16(p);
-    *m = DT == MS_DTYPE_Q4_1 || DT == MS_DTYPE_Q5_1 ? ld_f16(p + 2) : 0.0f;
     switch (DT) {
     case MS_DTYPE_Q5_0: return _mm256_or_si256(q2_nibbles(p + 6), q2_bits32(ld_u32(p + 2)));
     case MS_DTYPE_Q4_0: return q2_nibbles(p + 2);
@@ -474,10 +585,21 @@ Q2_INLINE void q2_rows_tile(const qd_job *J, const uint8_t *wr, float bias, int6
         if (Q2_PF > 0)
             for (size_t o = 0; o < gb; o += 64) _mm_prefetch((const char *)base + Q2_PF + o, _MM_HINT_T0);
         _Alignas(32) float av[GROUP] = {0}, mv[GROUP] = {0};
-        for (int b = 0; b < nv; b++) {
-            const __m256i w = q2_unpack(base, b, &av[b], &mv[b], DT);
-            if (DT != MS_DTYPE_Q8_0) _mm256_store_si256((__m256i *)wq[b], w);
+        if (DT != MS_DTYPE_Q5_K) { /* the f16 d (and min) of the group's blocks, lanes past nv zero */
+            const int bb = q2_block_bytes(DT);
+            _Alignas(16) uint16_t dh[GROUP] = {0}, mh[GROUP] = {0};
+            for (int b = 0; b < nv; b++) dh[b] = ld_u16(base + (size_t)b * bb);
+            for (int h = 0; h < 2; h++)
+                _mm256_store_ps(av + 8 * h, _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(dh + 8 * h))));
+            if (with_min) {
+                for (int b = 0; b < nv; b++) mh[b] = ld_u16(base + (size_t)b * bb + 2);
+                for (int h = 0; h < 2; h++)
+                    _mm256_store_ps(mv + 8 * h, _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(mh + 8 * h))));
+            }
         }
+        if (DT != MS_DTYPE_Q8_0)
+            for (int b = 0; b < nv; b++)
+                _mm256_store_si256((__m256i *)wq[b], q2_unpack(base, b, &av[b], &mv[b], DT));
         for (int t = 0; t < NT; t++) {
             const int64_t xr = (i0 + t) * g + gi;
             const int8_t *xq = x->qp + (size_t)xr * GROUP_Q;
@@ -551,6 +673,75 @@ Q2_ROWS_RANGE(q2_range_q4_1, MS_DTYPE_Q4_1)
 Q2_ROWS_RANGE(q2_range_q5_1, MS_DTYPE_Q5_1)
 Q2_ROWS_RANGE(q2_range_q5_k, MS_DTYPE_Q5_K)
 
+/* ---- Q5_0 over the tile layout, 8 weight rows a vector ------------------------------
+ *
+ * The unit is a pair of blocks (2P, 2P + 1), 11 words (ms_k_qdot_int.h):
+ * word 0 their two f16 d; per block h, word 1 + 5h its fifth bits as 8
+ * 64-bit masks (mask q: bit 4j + i for row j's byte i of quad q, so half hh
+ * is the 32 bits at byte 8q + 4hh: q2_bits32 spreads them over the bytes),
+ * words 2 + 5h + q its qs bytes 4q..4q + 3 (low nibbles: quad q, high:
+ * quad q + 4). Per x row: vpmaddubsw per quad (≤ 2·31·127 = 7874), four
+ * quads added in int16 (≤ 31496), vpmaddwd by ones, less 16·s: the twin's
+ * sumi; then (d·dx)·(float)sumi into accumulator b mod 16. Unpacking a
+ * block once for 8 rows (its fifth bits cost as much as its products)
+ * makes the one-row product read at the memory's speed where the rows in
+ * place were compute-bound (12-13 GB/s a thread). */
+
+#ifndef KQ2_PF5
+#define KQ2_PF5 0
+#endif
+
+/* NT x rows from i0 against the tile at pk (mt of its rows). */
+Q2_INLINE void kq5_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    const ms_q8_act *x = J->x;
+    const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
+    const size_t xs = (size_t)g * GROUP_Q;
+    const int nh = mt > 8 ? 2 : 1;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][KQ2_NT6][GROUP];
+    for (int hh = 0; hh < nh; hh++)
+        for (int t = 0; t < NT; t++)
+            for (int l = 0; l < GROUP; l++) acc[hh][t][l] = _mm256_setzero_ps();
+    for (int64_t P = 0; 2 * P < nb; P++) {
+        const uint8_t *u = pk + (size_t)P * KQ5_WORDS * 64;
+        if (KQ2_PF5 > 0 && i0 == 0)
+            for (int l = 0; l < KQ5_WORDS; l++) _mm_prefetch((const char *)u + KQ2_PF5 + 64 * l, _MM_HINT_T0);
+        for (int hh = 0; hh < nh; hh++) {
+            const __m256i dd = _mm256_load_si256((const __m256i *)(u + 32 * hh));
+            for (int h = 0; h < 2 && 2 * P + h < nb; h++) {
+                const int64_t b = 2 * P + h;
+                const __m256 d = q2_f16_half(dd, h);
+                const uint8_t *wb = u + 64 * (size_t)(1 + 5 * h);
+                __m256i W[8];
+                for (int q = 0; q < 4; q++) {
+                    const __m256i v = _mm256_load_si256((const __m256i *)(wb + 64 * (1 + q) + 32 * hh));
+                    W[q] = _mm256_or_si256(_mm256_and_si256(v, m4), q2_bits32(ld_u32(wb + 8 * q + 4 * hh)));
+                    W[q + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                               q2_bits32(ld_u32(wb + 8 * (q + 4) + 4 * hh)));
+                }
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *xq = x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
+                    __m256i p[8];
+                    for (int q = 0; q < 8; q++) p[q] = _mm256_maddubs_epi16(W[q], q2_quad(xq + 4 * q));
+                    const __m256i s1 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+                    const __m256i s2 = _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7]));
+                    const int64_t xb = (i0 + t) * g * GROUP + b;
+                    const __m256i sumi =
+                        _mm256_sub_epi32(_mm256_add_epi32(_mm256_madd_epi16(s1, ones), _mm256_madd_epi16(s2, ones)),
+                                         _mm256_set1_epi32(16 * x->s[xb]));
+                    const __m256 term =
+                        _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d[xb])), _mm256_cvtepi32_ps(sumi));
+                    acc[hh][t][b % GROUP] = _mm256_add_ps(acc[hh][t][b % GROUP], term);
+                }
+            }
+        }
+    }
+    for (int hh = 0; hh < nh; hh++)
+        q2_lanes_store(J, (const __m256(*)[GROUP])acc[hh], j0 + 8 * hh, mt - 8 * hh < 8 ? mt - 8 * hh : 8, i0, NT);
+}
+
+Q2_TILE_RANGE(kq5_range2, kq5_tile2, KQ2_NT6)
+
 void ms_qd_fill_avx2(qd_kernels *k) {
     k->quant_block = q2_quant_block;
     k->quant_super = q2_quant_super;
@@ -562,6 +753,7 @@ void ms_qd_fill_avx2(qd_kernels *k) {
     k->t[MS_DTYPE_Q5_K].range = q2_range_q5_k;
     k->t[MS_DTYPE_Q4_K].tile = kq4_range2;
     k->t[MS_DTYPE_Q6_K].tile = kq6_range2;
+    k->t[MS_DTYPE_Q5_0].tile = kq5_range2;
     static const ms_dtype mine[] = {MS_DTYPE_Q8_0, MS_DTYPE_Q5_0, MS_DTYPE_Q4_0, MS_DTYPE_Q4_1,
                                     MS_DTYPE_Q5_1, MS_DTYPE_Q5_K, MS_DTYPE_Q6_K, MS_DTYPE_Q4_K};
     for (int i = 0; i < 8; i++) k->t[mine[i]].path = "avx2";
