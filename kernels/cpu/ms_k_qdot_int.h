@@ -144,6 +144,68 @@ static inline size_t pack_tile_bytes(const ms_qweight *w) {
     return (size_t)((w->k + e - 1) / e) * (size_t)pack_words(w->dtype) * 64;
 }
 
+/* ---- range functions a path file instantiates -------------------------------
+ *
+ * QD_TILE_RANGE: tiles [t0, t1) of 16 weight rows (the tile layout) against
+ * all x rows in passes of NTMAX, then one of 8 where 8 or more are left, then
+ * the rest; TILE(J, pk, j0, mt, i0, nt) is the path's tile kernel, nt a
+ * constant in each call. QD_ROWS_RANGE: output columns [j0, j1) (weight rows
+ * in place, J->rows honoured) against x rows in passes of up to TILE (8);
+ * ROW(J, wr, bias, j, i0, nt, DT) the path's kernel. ATTR: the path's target
+ * attribute. */
+#define QD_TILE_CASE(k, TILE, NTMAX) \
+    case k: TILE(J, pk, j0, mt, i0, (k) < (NTMAX) ? (k) : (NTMAX)); break;
+#define QD_TILE_RANGE(ATTR, NAME, TILE, NTMAX)                                         \
+    ATTR static void NAME(void *arg, int64_t t0, int64_t t1) {                         \
+        const qd_job *J = arg;                                                         \
+        const ms_qweight *W = J->w;                                                    \
+        const int64_t n = J->x->n;                                                     \
+        const size_t tile_bytes = pack_tile_bytes(W);                                  \
+        for (int64_t t = t0; t < t1; t++) {                                            \
+            const int64_t j0 = 16 * t;                                                 \
+            const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);                    \
+            const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;    \
+            for (int64_t i0 = 0; i0 < n;) {                                            \
+                const int64_t rem = n - i0;                                            \
+                const int nt = (int)(rem >= (NTMAX) ? (NTMAX) : rem >= 8 ? 8 : rem);   \
+                switch (nt) {                                                          \
+                    QD_TILE_CASE(1, TILE, NTMAX)                                       \
+                    QD_TILE_CASE(2, TILE, NTMAX)                                       \
+                    QD_TILE_CASE(3, TILE, NTMAX)                                       \
+                    QD_TILE_CASE(4, TILE, NTMAX)                                       \
+                    QD_TILE_CASE(5, TILE, NTMAX)                                       \
+                    QD_TILE_CASE(6, TILE, NTMAX)                                       \
+                    QD_TILE_CASE(7, TILE, NTMAX)                                       \
+                    QD_TILE_CASE(8, TILE, NTMAX)                                       \
+                default: TILE(J, pk, j0, mt, i0, (NTMAX)); break;                      \
+                }                                                                      \
+                i0 += nt;                                                              \
+            }                                                                          \
+        }                                                                              \
+    }
+#define QD_ROWS_RANGE(ATTR, NAME, ROW, DT)                                             \
+    ATTR static void NAME(void *arg, int64_t j0, int64_t j1) {                         \
+        const qd_job *J = arg;                                                         \
+        const int64_t n = J->x->n;                                                     \
+        for (int64_t j = j0; j < j1; j++) {                                            \
+            int64_t r;                                                                 \
+            const uint8_t *wr = job_wrow(J, j, &r);                                    \
+            const float bias = J->b ? J->b[r] : 0.0f;                                  \
+            for (int64_t i0 = 0; i0 < n; i0 += TILE) {                                 \
+                switch (n - i0 < TILE ? n - i0 : TILE) {                               \
+                case 1: ROW(J, wr, bias, j, i0, 1, DT); break;                         \
+                case 2: ROW(J, wr, bias, j, i0, 2, DT); break;                         \
+                case 3: ROW(J, wr, bias, j, i0, 3, DT); break;                         \
+                case 4: ROW(J, wr, bias, j, i0, 4, DT); break;                         \
+                case 5: ROW(J, wr, bias, j, i0, 5, DT); break;                         \
+                case 6: ROW(J, wr, bias, j, i0, 6, DT); break;                         \
+                case 7: ROW(J, wr, bias, j, i0, 7, DT); break;                         \
+                default: ROW(J, wr, bias, j, i0, 8, DT); break;                        \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+
 /* ---- the kernel table -------------------------------------------------------
  *
  * One row per dtype of what an instruction set provides; ms_k_qdot.c starts

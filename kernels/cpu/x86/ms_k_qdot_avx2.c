@@ -444,42 +444,8 @@ Q2_INLINE void kq6_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt,
         q2_lanes_store(J, (const __m256(*)[GROUP])acc[hh], j0 + 8 * hh, mt - 8 * hh < 8 ? mt - 8 * hh : 8, i0, NT);
 }
 
-/* Tiles [t0, t1) of 16 weight rows against all x rows, in passes of NTMAX
- * rows, then one of 8 where 8 or more are left, then the rest (TILE:
- * kq4_tile, kq6_tile2 or kq5_tile2). */
-#define Q2_CASE(k, TILE, NTMAX)                                                         \
-    case k: TILE(J, pk, j0, mt, i0, (k) < (NTMAX) ? (k) : (NTMAX)); break;
-#define Q2_TILE_RANGE(NAME, TILE, NTMAX)                                                \
-    Q2 static void NAME(void *arg, int64_t t0, int64_t t1) {                            \
-        const qd_job *J = arg;                                                          \
-        const ms_qweight *W = J->w;                                                     \
-        const int64_t n = J->x->n;                                                      \
-        const size_t tile_bytes = pack_tile_bytes(W);                                   \
-        for (int64_t t = t0; t < t1; t++) {                                             \
-            const int64_t j0 = 16 * t;                                                  \
-            const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);                     \
-            const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;     \
-            for (int64_t i0 = 0; i0 < n;) {                                             \
-                const int64_t rem = n - i0;                                             \
-                const int nt = (int)(rem >= (NTMAX) ? (NTMAX) : rem >= 8 ? 8 : rem);    \
-                switch (nt) {                                                           \
-                    Q2_CASE(1, TILE, NTMAX)                                             \
-                    Q2_CASE(2, TILE, NTMAX)                                             \
-                    Q2_CASE(3, TILE, NTMAX)                                             \
-                    Q2_CASE(4, TILE, NTMAX)                                             \
-                    Q2_CASE(5, TILE, NTMAX)                                             \
-                    Q2_CASE(6, TILE, NTMAX)                                             \
-                    Q2_CASE(7, TILE, NTMAX)                                             \
-                    Q2_CASE(8, TILE, NTMAX)                                             \
-                default: TILE(J, pk, j0, mt, i0, (NTMAX)); break;                       \
-                }                                                                       \
-                i0 += nt;                                                               \
-            }                                                                           \
-        }                                                                               \
-    }
-
-Q2_TILE_RANGE(kq4_range2, kq4_tile, KQ2_NT)
-Q2_TILE_RANGE(kq6_range2, kq6_tile2, KQ2_NT6)
+QD_TILE_RANGE(Q2, kq4_range2, kq4_tile, KQ2_NT)
+QD_TILE_RANGE(Q2, kq6_range2, kq6_tile2, KQ2_NT6)
 
 /* ---- the 32-blocks over the rows in place -------------------------------------------
  *
@@ -643,35 +609,12 @@ Q2_INLINE void q2_rows_tile(const qd_job *J, const uint8_t *wr, float bias, int6
     }
 }
 
-#define Q2_ROWS_RANGE(NAME, DT)                                                     \
-    Q2 static void NAME(void *arg, int64_t j0, int64_t j1) {                        \
-        const qd_job *J = arg;                                                      \
-        const int64_t n = J->x->n;                                                  \
-        for (int64_t j = j0; j < j1; j++) {                                         \
-            int64_t r;                                                              \
-            const uint8_t *wr = job_wrow(J, j, &r);                                 \
-            const float bias = J->b ? J->b[r] : 0.0f;                               \
-            for (int64_t i0 = 0; i0 < n; i0 += TILE) {                              \
-                switch (n - i0 < TILE ? n - i0 : TILE) {                            \
-                case 1: q2_rows_tile(J, wr, bias, j, i0, 1, DT); break;             \
-                case 2: q2_rows_tile(J, wr, bias, j, i0, 2, DT); break;             \
-                case 3: q2_rows_tile(J, wr, bias, j, i0, 3, DT); break;             \
-                case 4: q2_rows_tile(J, wr, bias, j, i0, 4, DT); break;             \
-                case 5: q2_rows_tile(J, wr, bias, j, i0, 5, DT); break;             \
-                case 6: q2_rows_tile(J, wr, bias, j, i0, 6, DT); break;             \
-                case 7: q2_rows_tile(J, wr, bias, j, i0, 7, DT); break;             \
-                default: q2_rows_tile(J, wr, bias, j, i0, 8, DT); break;            \
-                }                                                                   \
-            }                                                                       \
-        }                                                                           \
-    }
-
-Q2_ROWS_RANGE(q2_range_q8_0, MS_DTYPE_Q8_0)
-Q2_ROWS_RANGE(q2_range_q5_0, MS_DTYPE_Q5_0)
-Q2_ROWS_RANGE(q2_range_q4_0, MS_DTYPE_Q4_0)
-Q2_ROWS_RANGE(q2_range_q4_1, MS_DTYPE_Q4_1)
-Q2_ROWS_RANGE(q2_range_q5_1, MS_DTYPE_Q5_1)
-Q2_ROWS_RANGE(q2_range_q5_k, MS_DTYPE_Q5_K)
+QD_ROWS_RANGE(Q2, q2_range_q8_0, q2_rows_tile, MS_DTYPE_Q8_0)
+QD_ROWS_RANGE(Q2, q2_range_q5_0, q2_rows_tile, MS_DTYPE_Q5_0)
+QD_ROWS_RANGE(Q2, q2_range_q4_0, q2_rows_tile, MS_DTYPE_Q4_0)
+QD_ROWS_RANGE(Q2, q2_range_q4_1, q2_rows_tile, MS_DTYPE_Q4_1)
+QD_ROWS_RANGE(Q2, q2_range_q5_1, q2_rows_tile, MS_DTYPE_Q5_1)
+QD_ROWS_RANGE(Q2, q2_range_q5_k, q2_rows_tile, MS_DTYPE_Q5_K)
 
 /* ---- Q5_0 over the tile layout, 8 weight rows a vector ------------------------------
  *
@@ -740,7 +683,7 @@ Q2_INLINE void kq5_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt,
         q2_lanes_store(J, (const __m256(*)[GROUP])acc[hh], j0 + 8 * hh, mt - 8 * hh < 8 ? mt - 8 * hh : 8, i0, NT);
 }
 
-Q2_TILE_RANGE(kq5_range2, kq5_tile2, KQ2_NT6)
+QD_TILE_RANGE(Q2, kq5_range2, kq5_tile2, KQ2_NT6)
 
 void ms_qd_fill_avx2(qd_kernels *k) {
     k->quant_block = q2_quant_block;

@@ -409,32 +409,9 @@ QD_INLINE void simd_tile(const qd_job *J, const uint8_t *wr, float bias, int64_t
     }
 }
 
-#define QD_SIMD_RANGE(NAME, DT)                                                     \
-    QD_AVX512 static void NAME(void *arg, int64_t j0, int64_t j1) {                 \
-        const qd_job *J = arg;                                                      \
-        const int64_t n = J->x->n;                                                  \
-        for (int64_t j = j0; j < j1; j++) {                                         \
-            int64_t r;                                                              \
-            const uint8_t *wr = job_wrow(J, j, &r);                                 \
-            const float bias = J->b ? J->b[r] : 0.0f;                               \
-            for (int64_t i0 = 0; i0 < n; i0 += TILE) {                              \
-                switch (n - i0 < TILE ? n - i0 : TILE) {                            \
-                case 1: simd_tile(J, wr, bias, j, i0, 1, DT); break;                \
-                case 2: simd_tile(J, wr, bias, j, i0, 2, DT); break;                \
-                case 3: simd_tile(J, wr, bias, j, i0, 3, DT); break;                \
-                case 4: simd_tile(J, wr, bias, j, i0, 4, DT); break;                \
-                case 5: simd_tile(J, wr, bias, j, i0, 5, DT); break;                \
-                case 6: simd_tile(J, wr, bias, j, i0, 6, DT); break;                \
-                case 7: simd_tile(J, wr, bias, j, i0, 7, DT); break;                \
-                default: simd_tile(J, wr, bias, j, i0, 8, DT); break;               \
-                }                                                                   \
-            }                                                                       \
-        }                                                                           \
-    }
-
-QD_SIMD_RANGE(simd_range_q8_0, MS_DTYPE_Q8_0)
-QD_SIMD_RANGE(simd_range_q5_0, MS_DTYPE_Q5_0)
-QD_SIMD_RANGE(simd_range_q6_k, MS_DTYPE_Q6_K)
+QD_ROWS_RANGE(QD_AVX512, simd_range_q8_0, simd_tile, MS_DTYPE_Q8_0)
+QD_ROWS_RANGE(QD_AVX512, simd_range_q5_0, simd_tile, MS_DTYPE_Q5_0)
+QD_ROWS_RANGE(QD_AVX512, simd_range_q6_k, simd_tile, MS_DTYPE_Q6_K)
 
 /* ---- Q4_K on VNNI, 16 weight rows a vector --------------------------------
  *
@@ -547,41 +524,7 @@ QD_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     kq4_store(J, (const __m512(*)[2])acc, j0, mt, i0, NT);
 }
 
-/* Tiles [t0, t1) of 16 weight rows against all x rows in passes of TILE
- * (kq4_tile, kq5_tile, kq6_tile: one weight format each): NTMAX x rows a
- * pass (≤ 16), then one of 8 where 8 or more are left, then the rest. */
-#define KQ_CASE(k, TILE, NTMAX)                                                        \
-    case k: TILE(J, pk, j0, mt, i0, (k) < (NTMAX) ? (k) : (NTMAX)); break;
-#define KQ_RANGE(NAME, TILE, NTMAX)                                                    \
-    QD_AVX512 static void NAME(void *arg, int64_t t0, int64_t t1) {                    \
-        const qd_job *J = arg;                                                         \
-        const ms_qweight *W = J->w;                                                    \
-        const int64_t n = J->x->n;                                                     \
-        const size_t tile_bytes = pack_tile_bytes(W);                                  \
-        for (int64_t t = t0; t < t1; t++) {                                            \
-            const int64_t j0 = 16 * t;                                                 \
-            const int mt = (int)(W->m - j0 < 16 ? W->m - j0 : 16);                    \
-            const uint8_t *pk = (const uint8_t *)W->tiles + (size_t)t * tile_bytes;    \
-            for (int64_t i0 = 0; i0 < n;) {                                            \
-                const int64_t rem = n - i0;                                            \
-                const int nt = (int)(rem >= (NTMAX) ? (NTMAX) : rem >= 8 ? 8 : rem);   \
-                switch (nt) {                                                          \
-                    KQ_CASE(1, TILE, NTMAX)                                            \
-                    KQ_CASE(2, TILE, NTMAX)                                            \
-                    KQ_CASE(3, TILE, NTMAX)                                            \
-                    KQ_CASE(4, TILE, NTMAX)                                            \
-                    KQ_CASE(5, TILE, NTMAX)                                            \
-                    KQ_CASE(6, TILE, NTMAX)                                            \
-                    KQ_CASE(7, TILE, NTMAX)                                            \
-                    KQ_CASE(8, TILE, NTMAX)                                            \
-                default: TILE(J, pk, j0, mt, i0, (NTMAX)); break;                      \
-                }                                                                      \
-                i0 += nt;                                                              \
-            }                                                                          \
-        }                                                                              \
-    }
-
-KQ_RANGE(kq4_range, kq4_tile, KQ_NT)
+QD_TILE_RANGE(QD_AVX512, kq4_range, kq4_tile, KQ_NT)
 
 /* ---- Q5_0 on VNNI, 16 weight rows a vector ---------------------------------
  *
@@ -668,7 +611,7 @@ QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     kq_lanes_store(J, (const __m512(*)[GROUP])acc, j0, mt, i0, NT);
 }
 
-KQ_RANGE(kq5_range, kq5_tile, KQ_NT)
+QD_TILE_RANGE(QD_AVX512, kq5_range, kq5_tile, KQ_NT)
 
 /* ---- Q6_K on VNNI, 16 weight rows a vector ---------------------------------
  *
@@ -747,7 +690,7 @@ QD_INLINE void kq6_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     kq_lanes_store(J, (const __m512(*)[GROUP])acc, j0, mt, i0, NT);
 }
 
-KQ_RANGE(kq6_range, kq6_tile, KQ6_NT)
+QD_TILE_RANGE(QD_AVX512, kq6_range, kq6_tile, KQ6_NT)
 
 /* ---- AMX (n ≥ AMX_MIN rows; Q6_K, Q8_0) ---------------------------------------
  *
