@@ -196,61 +196,57 @@ Q2_INLINE __m256i q2_kq4_scale(__m256i u0, __m256i u1, __m256i u2, int s, int mn
                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(mn ? u1 : u0, t + 6), k3), 4));
 }
 
-/* NT x rows from i0 against half hh of the tile at pk (mt8 of its rows),
- * every super-block: for NT > 2, where the products, not the lines, bound
- * the time (the half's I, M and accumulators stay in registers). */
-Q2_INLINE void kq4_half(const qd_job *J, const uint8_t *pk, int64_t j0, int mt8, int64_t i0, int NT, int hh) {
-    const ms_q8_act *x = J->x;
-    const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
+/* One half's super-block S (its words at u) against NT x rows from i0: the
+ * twin's t_S of each row into acc[t][S mod 2]. pf: bytes ahead of u to
+ * prefetch, spread over the sub-blocks (0: none). */
+Q2_INLINE void kq4_super(const ms_q8_act *x, const uint8_t *u, int64_t S, int64_t i0, int NT, __m256 (*acc)[2],
+                         int pf) {
+    const int64_t g = ms_q8_groups(x->k);
     const size_t xs = (size_t)g * GROUP_Q;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[KQ2_NT][2];
-    for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    for (int64_t S = 0; S < ns; S++) {
-        const uint8_t *u = pk + (size_t)S * KQ4_WORDS2 * 64 + 32 * hh;
-        const __m256i dd = _mm256_load_si256((const __m256i *)u);
-        const __m256 d = q2_f16_half(dd, 0), dmin = q2_f16_half(dd, 1);
-        const __m256i u0 = _mm256_load_si256((const __m256i *)(u + 64)),
-                      u1 = _mm256_load_si256((const __m256i *)(u + 128)),
-                      u2 = _mm256_load_si256((const __m256i *)(u + 192));
-        __m256i I[KQ2_NT], M[KQ2_NT];
-        for (int t = 0; t < NT; t++) I[t] = M[t] = _mm256_setzero_si256();
-        for (int sb = 0; sb < 8; sb++) {
-            if (KQ2_PF4H > 0 && i0 == 0 && hh == 0) /* the first pass streams the tile: fetch ahead */
-                for (int l = 0; l < 5; l++)
-                    _mm_prefetch((const char *)u + KQ2_PF4H + 64 * (5 * sb + l), _MM_HINT_T0);
-            /* qs[32p + l]: sub-block 2p in the low nibbles, 2p + 1 in the high */
-            const uint8_t *wq = u + 64 * (size_t)(4 + 8 * (sb / 2));
-            __m256i W[8];
-            for (int q = 0; q < 8; q++) {
-                const __m256i v = _mm256_load_si256((const __m256i *)(wq + 64 * q));
-                W[q] = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-            }
-            const __m256i sc = q2_kq4_scale(u0, u1, u2, sb, 0), mn = q2_kq4_scale(u0, u1, u2, sb, 1);
-            const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)); /* sc in both 16-bit halves */
-            for (int t = 0; t < NT; t++) {
-                const int8_t *xq = x->qk + (size_t)(i0 + t) * xs + (size_t)(QK_K * S + QK * sb);
-                __m256i p[8];
-                for (int q = 0; q < 8; q++) p[q] = _mm256_maddubs_epi16(W[q], q2_quad(xq + 4 * q));
-                const __m256i s16 = _mm256_add_epi16(
-                    _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])),
-                    _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7])));
-                const int64_t xb = (i0 + t) * g * GROUP + 8 * S + sb;
-                const __m256i scs = _mm256_sll_epi32(sc2, _mm_cvtsi32_si128(x->ek[xb]));
-                I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(s16, scs));
-                M[t] = _mm256_add_epi32(M[t], _mm256_mullo_epi32(mn, _mm256_set1_epi32(x->sk[xb])));
-            }
+    const __m256i dd = _mm256_load_si256((const __m256i *)u);
+    const __m256 d = q2_f16_half(dd, 0), dmin = q2_f16_half(dd, 1);
+    const __m256i u0 = _mm256_load_si256((const __m256i *)(u + 64)), u1 = _mm256_load_si256((const __m256i *)(u + 128)),
+                  u2 = _mm256_load_si256((const __m256i *)(u + 192));
+    __m256i I[KQ2_NT], M[KQ2_NT];
+    for (int t = 0; t < NT; t++) I[t] = M[t] = _mm256_setzero_si256();
+    for (int sb = 0; sb < 8; sb++) {
+        if (pf > 0) /* 36 lines a super-block, 5 a sub-block */
+            for (int l = 0; l < 5; l++) _mm_prefetch((const char *)u + pf + 64 * (5 * sb + l), _MM_HINT_T0);
+        /* qs[32p + l]: sub-block 2p in the low nibbles, 2p + 1 in the high */
+        const uint8_t *wq = u + 64 * (size_t)(4 + 8 * (sb / 2));
+        __m256i W[8];
+        for (int q = 0; q < 8; q++) {
+            const __m256i v = _mm256_load_si256((const __m256i *)(wq + 64 * q));
+            W[q] = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
         }
+        const __m256i sc = q2_kq4_scale(u0, u1, u2, sb, 0), mn = q2_kq4_scale(u0, u1, u2, sb, 1);
+        const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)); /* sc in both 16-bit halves */
         for (int t = 0; t < NT; t++) {
-            /* t_S = (d·uk)·(float)I − (dmin·uk)·(float)M */
-            const __m256 dy = _mm256_set1_ps(x->uk[(i0 + t) * g * 2 + S]);
-            const __m256 tI = _mm256_mul_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(I[t]));
-            const __m256 tM = _mm256_mul_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(M[t]));
-            acc[t][S % 2] = _mm256_add_ps(acc[t][S % 2], _mm256_sub_ps(tI, tM));
+            const int8_t *xq = x->qk + (size_t)(i0 + t) * xs + (size_t)(QK_K * S + QK * sb);
+            __m256i p[8];
+            for (int q = 0; q < 8; q++) p[q] = _mm256_maddubs_epi16(W[q], q2_quad(xq + 4 * q));
+            const __m256i s16 =
+                _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])),
+                                 _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7])));
+            const int64_t xb = (i0 + t) * g * GROUP + 8 * S + sb;
+            const __m256i scs = _mm256_sll_epi32(sc2, _mm_cvtsi32_si128(x->ek[xb]));
+            I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(s16, scs));
+            M[t] = _mm256_add_epi32(M[t], _mm256_mullo_epi32(mn, _mm256_set1_epi32(x->sk[xb])));
         }
     }
+    for (int t = 0; t < NT; t++) {
+        /* t_S = (d·uk)·(float)I − (dmin·uk)·(float)M */
+        const __m256 dy = _mm256_set1_ps(x->uk[(i0 + t) * g * 2 + S]);
+        const __m256 tI = _mm256_mul_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(I[t]));
+        const __m256 tM = _mm256_mul_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(M[t]));
+        acc[t][S % 2] = _mm256_add_ps(acc[t][S % 2], _mm256_sub_ps(tI, tM));
+    }
+}
+
+/* y rows i0 .. i0 + nt − 1 at columns jc .. jc + mt8 − 1: acc[t][0] + acc[t][1] (+ bias). */
+Q2_INLINE void kq4_store8(const qd_job *J, const __m256 (*acc)[2], int64_t jc, int mt8, int64_t i0, int NT) {
     const __m256i k = q2_lanes(mt8);
-    const int64_t jc = j0 + 8 * hh;
     const __m256 bias = J->b ? _mm256_maskload_ps(J->b + jc, k) : _mm256_setzero_ps();
     for (int t = 0; t < NT; t++) {
         __m256 v = _mm256_add_ps(acc[t][0], acc[t][1]);
@@ -259,89 +255,36 @@ Q2_INLINE void kq4_half(const qd_job *J, const uint8_t *pk, int64_t j0, int mt8,
     }
 }
 
-/* NT x rows from i0 against the tile at pk (mt of its rows): per super-block
- * both halves, one after the other, so the tile's lines stream in once while
- * all their bytes are used (a pass over each half in turn left the first
- * bound by memory at half the work a line). */
-Q2_INLINE void kq4_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
-    const ms_q8_act *x = J->x;
-    const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
-    const size_t xs = (size_t)g * GROUP_Q;
-    const int nh = mt > 8 ? 2 : 1;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[2][KQ2_NT][2];
-    for (int hh = 0; hh < 2; hh++)
-        for (int t = 0; t < NT; t++) acc[hh][t][0] = acc[hh][t][1] = _mm256_setzero_ps();
-    for (int64_t S = 0; S < ns; S++) {
-        for (int hh = 0; hh < nh; hh++) {
-            const uint8_t *u = pk + (size_t)S * KQ4_WORDS2 * 64 + 32 * hh;
-            const __m256i dd = _mm256_load_si256((const __m256i *)u);
-            const __m256 d = q2_f16_half(dd, 0), dmin = q2_f16_half(dd, 1);
-            const __m256i u0 = _mm256_load_si256((const __m256i *)(u + 64)),
-                          u1 = _mm256_load_si256((const __m256i *)(u + 128)),
-                          u2 = _mm256_load_si256((const __m256i *)(u + 192));
-            __m256i I[KQ2_NT], M[KQ2_NT];
-            for (int t = 0; t < NT; t++) I[t] = M[t] = _mm256_setzero_si256();
-            for (int sb = 0; sb < 8; sb++) {
-                if (KQ2_PF4 > 0 && i0 == 0 && hh == 0) /* the first pass streams the tile: fetch ahead, */
-                    for (int l = 0; l < 5; l++)         /* spread (36 lines a super-block) */
-                        _mm_prefetch((const char *)pk + (size_t)S * KQ4_WORDS2 * 64 + KQ2_PF4 + 64 * (5 * sb + l),
-                                     _MM_HINT_T0);
-                /* qs[32p + l]: sub-block 2p in the low nibbles, 2p + 1 in the high */
-                const uint8_t *wq = u + 64 * (size_t)(4 + 8 * (sb / 2));
-                __m256i W[8];
-                for (int q = 0; q < 8; q++) {
-                    const __m256i v = _mm256_load_si256((const __m256i *)(wq + 64 * q));
-                    W[q] = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
-                }
-                const __m256i sc = q2_kq4_scale(u0, u1, u2, sb, 0), mn = q2_kq4_scale(u0, u1, u2, sb, 1);
-                const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)); /* sc in both 16-bit halves */
-                for (int t = 0; t < NT; t++) {
-                    const int8_t *xq = x->qk + (size_t)(i0 + t) * xs + (size_t)(QK_K * S + QK * sb);
-                    __m256i p[8];
-                    for (int q = 0; q < 8; q++) p[q] = _mm256_maddubs_epi16(W[q], q2_quad(xq + 4 * q));
-                    const __m256i s16 = _mm256_add_epi16(
-                        _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])),
-                        _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7])));
-                    const int64_t xb = (i0 + t) * g * GROUP + 8 * S + sb;
-                    const __m256i scs = _mm256_sll_epi32(sc2, _mm_cvtsi32_si128(x->ek[xb]));
-                    I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(s16, scs));
-                    M[t] = _mm256_add_epi32(M[t], _mm256_mullo_epi32(mn, _mm256_set1_epi32(x->sk[xb])));
-                }
-            }
-            for (int t = 0; t < NT; t++) {
-                /* t_S = (d·uk)·(float)I − (dmin·uk)·(float)M */
-                const __m256 dy = _mm256_set1_ps(x->uk[(i0 + t) * g * 2 + S]);
-                const __m256 tI = _mm256_mul_ps(_mm256_mul_ps(d, dy), _mm256_cvtepi32_ps(I[t]));
-                const __m256 tM = _mm256_mul_ps(_mm256_mul_ps(dmin, dy), _mm256_cvtepi32_ps(M[t]));
-                acc[hh][t][S % 2] = _mm256_add_ps(acc[hh][t][S % 2], _mm256_sub_ps(tI, tM));
-            }
-        }
-    }
-    for (int hh = 0; hh < nh; hh++) {
-        const int mt8 = mt - 8 * hh < 8 ? mt - 8 * hh : 8;
-        const __m256i k = q2_lanes(mt8);
-        const int64_t jc = j0 + 8 * hh;
-        const __m256 bias = J->b ? _mm256_maskload_ps(J->b + jc, k) : _mm256_setzero_ps();
-        for (int t = 0; t < NT; t++) {
-            __m256 v = _mm256_add_ps(acc[hh][t][0], acc[hh][t][1]);
-            if (J->b) v = _mm256_add_ps(v, bias);
-            _mm256_maskstore_ps(J->y + (i0 + t) * J->ldy + jc, k, v);
-        }
-    }
-}
-
-/* The tile, NT x rows from i0: halves interleaved a super-block at a time
- * for one or two rows (a one-row product streams the tile from memory),
- * else each half over every super-block (NT a constant: the branch folds).
- * n = 8 on the Zen 4 VM, one thread, 8960 x 1536: 1.67 ms against 1.87
- * interleaved; n = 1 interleaved 0.31-0.33 ms against 0.39-0.51. */
+/* NT x rows from i0 against the tile at pk (mt of its rows). One or two
+ * rows (a one-row product streams the tile from memory): both halves a
+ * super-block at a time, so the tile's lines come in once with all their
+ * bytes used (a pass over each half in turn left the first bound by memory
+ * at half the work a line). More rows, where the products bound the time:
+ * each half over every super-block, its I and M in registers. NT is a
+ * constant in each call, so the branch folds. n = 8 on the Zen 4 VM, one
+ * thread, 8960 x 1536: 1.67 ms against 1.87 interleaved; n = 1 interleaved
+ * 0.31-0.33 ms against 0.39-0.51. */
 Q2_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    const ms_q8_act *x = J->x;
+    const int64_t ns = x->k / QK_K;
+    const size_t sb_bytes = (size_t)KQ4_WORDS2 * 64;
+    const int nh = mt > 8 ? 2 : 1;
+    __m256 acc[2][KQ2_NT][2];
+    for (int hh = 0; hh < nh; hh++)
+        for (int t = 0; t < NT; t++) acc[hh][t][0] = acc[hh][t][1] = _mm256_setzero_ps();
     if (NT <= 2) {
-        kq4_tile2(J, pk, j0, mt, i0, NT);
-        return;
+        for (int64_t S = 0; S < ns; S++)
+            for (int hh = 0; hh < nh; hh++)
+                kq4_super(x, pk + (size_t)S * sb_bytes + 32 * hh, S, i0, NT, acc[hh],
+                          i0 == 0 && hh == 0 ? KQ2_PF4 : 0);
+    } else {
+        for (int hh = 0; hh < nh; hh++)
+            for (int64_t S = 0; S < ns; S++)
+                kq4_super(x, pk + (size_t)S * sb_bytes + 32 * hh, S, i0, NT, acc[hh],
+                          i0 == 0 && hh == 0 ? KQ2_PF4H : 0);
     }
-    for (int hh = 0; hh < 2 && 8 * hh < mt; hh++) kq4_half(J, pk, j0, mt - 8 * hh < 8 ? mt - 8 * hh : 8, i0, NT, hh);
+    for (int hh = 0; hh < nh; hh++)
+        kq4_store8(J, (const __m256(*)[2])acc[hh], j0 + 8 * hh, mt - 8 * hh < 8 ? mt - 8 * hh : 8, i0, NT);
 }
 
 /* ---- Q6_K over the tile layout, 8 weight rows a vector ------------------------------
@@ -381,7 +324,7 @@ static inline int32_t pair16(int32_t lo, int32_t hi) {
 }
 
 /* NT x rows from i0 against the tile at pk (mt of its rows), both halves
- * per super-block (as kq4_tile2). */
+ * per super-block (as kq4_tile for one or two rows). */
 Q2_INLINE void kq6_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
     const ms_q8_act *x = J->x;
     const int64_t g = ms_q8_groups(x->k), ns = x->k / QK_K;
