@@ -192,8 +192,7 @@ size_t ms_qdot_pack_bytes(const ms_qweight *w);
 /* The path ms_qdot_linear takes for dtype at the active instruction-set
  * level (ms_isa.h): "avx512vnni+amx", "avx512vnni", "avx2", "neon",
  * "neon-dotprod", "neon-i8mm" or "scalar" (the twin, threaded), for tests
- * and reports; ms_qdot_isa the level itself ("amx", "avx2", ...). */
+ * and reports (the level itself: ms_isa_name(ms_isa_active())). */
 const char *ms_qdot_path(ms_dtype dtype);
-const char *ms_qdot_isa(void);
 
 #endif

@@ -24,7 +24,7 @@
 #include "ms_kernels.h"
 #include "ms_model.h"
 #include "ms_pool.h"
-#include "ms_qdot.h"
+#include "ms_isa.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -279,7 +279,7 @@ static ms_status bench_model(const char *path, int threads, int reps, bool q8, c
     }
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const double step = median(dec, nd);
-    printf("| %s | %d | ours %s %s | %.1f | %.0f %% |", name, threads, q8 ? "q8" : "f32", ms_qdot_isa(), 1.0 / step,
+    printf("| %s | %d | ours %s %s | %.1f | %.0f %% |", name, threads, q8 ? "q8" : "f32", ms_isa_name(ms_isa_active()), 1.0 / step,
            100.0 * wbytes / step / (bw * 1e9));
     for (int i = 0; i < N_SIZES; i++) printf(" %.2f |", median(ratio[i], reps));
     printf("\n");
@@ -365,7 +365,7 @@ int main(int argc, char **argv) {
     if (threads == 0) threads = ms_pool_cores();
     ms_k_cpu_set_threads(threads);
     const double bw = measure_bandwidth();
-    printf("Kernels: %s (MS_ISA caps them). ", ms_qdot_isa());
+    printf("Kernels: %s (MS_ISA caps them). ", ms_isa_name(ms_isa_active()));
     printf("Read bandwidth (1 GiB sum, %d threads): %.1f GB/s. Columns 1..64: an n-row forward (logits of every "
            "row) over one decode step; llama.cpp: pp-n time over tg time.\n\n",
            threads, bw);

@@ -50,7 +50,7 @@ static void usage(FILE *f) {
             "      --no-bos           do not prepend BOS to a raw prompt\n"
             "      --ignore-eos       keep generating past end-of-sequence tokens\n"
             "Environment: MS_ISA=scalar|avx2|avx512|amx|neon|dotprod|i8mm caps the CPU kernels' instruction\n"
-            "set (default: the best this CPU has; every level gives the same bits).\n"
+            "set (default: the best this CPU has; the quantized products give the same bits at every level).\n"
             "\n"
             "Batch evaluation:\n"
             "      --prompts-jsonl F  one prompt per line: Spec-Bench (turns[0]) or HumanEval (prompt)\n"

@@ -21,7 +21,6 @@ static int g_built[MS_ISA_COUNT];
 
 static void build(qd_kernels *k, ms_isa isa) {
     memset(k, 0, sizeof *k);
-    k->isa = isa;
     k->quant_block = ms_qd_ref_quant_block;
     k->quant_super = ms_qd_ref_quant_super;
     for (int t = 0; t < MS_DTYPE_COUNT; t++) k->t[t].range = ms_qd_ref_range;
@@ -43,7 +42,6 @@ static const qd_kernels *kernels(void) {
 }
 
 /* ---- activations ------------------------------------------------------------ */
-
 
 int64_t ms_q8_groups(int64_t k) {
     MS_ASSERT(k >= 0 && k % QK == 0);
@@ -276,7 +274,6 @@ static void pack_range(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
-
 size_t ms_qdot_pack_bytes(const ms_qweight *w) {
     MS_ASSERT(w);
     /* packed where this level reads the tile layout (a tile or AMX path) */
@@ -313,8 +310,6 @@ const char *ms_qdot_path(ms_dtype dtype) {
     const char *p = kernels()->t[dtype].path;
     return p ? p : "scalar";
 }
-
-const char *ms_qdot_isa(void) { return ms_isa_name(kernels()->isa); }
 
 static void check_args(const float *y, const ms_q8_act *x, const ms_qweight *w) {
     MS_ASSERT(y && x && w && x->n >= 0);

@@ -144,6 +144,43 @@ static inline size_t pack_tile_bytes(const ms_qweight *w) {
     return (size_t)((w->k + e - 1) / e) * (size_t)pack_words(w->dtype) * 64;
 }
 
+/* ---- the activation quantizer over a level's two primitives -------------------
+ *
+ * QD_QUANT_FNS defines BLOCK and SUPER with the contracts of the twins'
+ * quantize_block and quantize_super (ms_k_qdot_ref.c) from a level's
+ * AMAX32(x, &finite) (max|x| of 32 elements, finite &= all finite) and
+ * PUT32(x, step, ok, q) (the 32 q = nearest-even(x/step) clamped to ±127 at
+ * q, zeros when !ok; returns Σq, the twin's per-element operations): the
+ * rest (scales, step exponents, the layouts' copies) is the twin's own
+ * arithmetic, written once here. ATTR: the level's target attribute. */
+#define QD_QUANT_FNS(ATTR, BLOCK, SUPER, AMAX32, PUT32)                                               \
+    ATTR static void BLOCK(const float *xb, int8_t *qg, int8_t *qag, int j, int8_t *qp, float *d, int32_t *s) { \
+        bool finite = true;                                                                           \
+        const float amax = AMAX32(xb, &finite);                                                       \
+        const float dd = finite ? amax / 127.0f : NAN;                                                \
+        *s = PUT32(xb, dd, finite && dd > 0.0f, qp);                                                  \
+        memcpy(qag + pair_offset(j), qp, QK);                                                         \
+        for (int t = 0; t < 8; t++) memcpy(qg + 64 * t + 4 * j, qp + 4 * t, 4);                      \
+        *d = dd;                                                                                      \
+    }                                                                                                 \
+    ATTR static void SUPER(const float *xs, int8_t *qk, float *uk, int32_t *ek, int32_t *sk) {        \
+        float amax = 0.0f, bmax[QK_K / QK];                                                           \
+        bool finite = true;                                                                           \
+        for (int b = 0; b < QK_K / QK; b++) {                                                         \
+            bmax[b] = AMAX32(xs + QK * b, &finite);                                                   \
+            amax = bmax[b] > amax ? bmax[b] : amax;                                                   \
+        }                                                                                             \
+        const float dd = finite ? amax / 127.0f : NAN;                                                \
+        *uk = dd / 32.0f;                                                                             \
+        for (int b = 0; b < QK_K / QK; b++) {                                                         \
+            const int jb = super_j(bmax[b], amax);                                                    \
+            const float step = dd * (1.0f / (float)(1 << jb)); /* = uk·2^(5 − j), exact */            \
+            const int32_t sum = PUT32(xs + QK * b, step, finite && step > 0.0f, qk + QK * b);         \
+            ek[b] = finite ? 5 - jb : 0;                                                              \
+            sk[b] = sum * (1 << ek[b]);                                                               \
+        }                                                                                             \
+    }
+
 /* ---- range functions a path file instantiates -------------------------------
  *
  * QD_TILE_RANGE: tiles [t0, t1) of 16 weight rows (the tile layout) against
@@ -229,7 +266,6 @@ typedef struct {
 } qd_paths;
 
 typedef struct {
-    ms_isa isa;
     qd_quant_block_fn quant_block;
     qd_quant_super_fn quant_super;
     qd_paths t[MS_DTYPE_COUNT];

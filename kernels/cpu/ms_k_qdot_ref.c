@@ -108,17 +108,6 @@ static term_kind kind_of(ms_dtype dt) {
 /* Nibble e of a 32-element block's qs[16]: low nibbles are elements 0-15. */
 static inline int nib32(const uint8_t *qs, int e) { return e < 16 ? (qs[e] & 0x0F) : (qs[e - 16] >> 4); }
 
-/* K-quant 6-bit scale and min of sub-block s from scales[12] (ms_k_quant.c). */
-static inline void kq_scale_min(const uint8_t *sc12, int s, int *sc, int *mn) {
-    if (s < 4) {
-        *sc = sc12[s] & 63;
-        *mn = sc12[s + 4] & 63;
-    } else {
-        *sc = (sc12[s + 4] & 0x0F) | ((sc12[s - 4] >> 2) & 0x30);
-        *mn = (sc12[s + 4] >> 4) | ((sc12[s] >> 2) & 0x30);
-    }
-}
-
 /* Block b (32 elements) of weight row wr. */
 static void decode_block(ms_dtype dt, const uint8_t *wr, int64_t b, wblk *o) {
     o->sc0 = o->sc1 = 1;

@@ -33,20 +33,6 @@
 enum { QK = 32, QK_K = 256 };
 
 
-/* K-quant 6-bit scale and min of sub-block s (0..7) from scales[12]
- * (gguf Q4_K.get_scale_min): bytes 0-3 low 6 bits of sc[0..3], bytes 4-7 of
- * mn[0..3]; bytes 8-11 low/high nibbles are sc/mn[4..7] low 4 bits, whose
- * top 2 bits are the top bits of bytes 0-3 / 4-7. */
-static inline void kq_scale_min(const uint8_t *sc12, int s, uint8_t *sc, uint8_t *mn) {
-    if (s < 4) {
-        *sc = sc12[s] & 63;
-        *mn = sc12[s + 4] & 63;
-    } else {
-        *sc = (uint8_t)((sc12[s + 4] & 0x0F) | ((sc12[s - 4] >> 2) & 0x30));
-        *mn = (uint8_t)((sc12[s + 4] >> 4) | ((sc12[s] >> 2) & 0x30));
-    }
-}
-
 /* ---- the specification: one element of block b at index e ---------------- */
 
 /* Q4_0 {f16 d; u8 qs[16]}: e < 16 low nibble of qs[e], else high nibble of qs[e-16]. */
@@ -97,7 +83,7 @@ static float ref_q4_k(const uint8_t *b, int e) {
     float d = ld_f16(b), dmin = ld_f16(b + 2);
     const uint8_t *qs = b + 16;
     int s = e / 32, l = e % 32;
-    uint8_t sc, mn;
+    int sc, mn;
     kq_scale_min(b + 4, s, &sc, &mn);
     int q = (qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0F;
     return (d * (float)sc) * (float)q - (dmin * (float)mn);
@@ -109,7 +95,7 @@ static float ref_q5_k(const uint8_t *b, int e) {
     float d = ld_f16(b), dmin = ld_f16(b + 2);
     const uint8_t *qh = b + 16, *qs = b + 48;
     int s = e / 32, l = e % 32;
-    uint8_t sc, mn;
+    int sc, mn;
     kq_scale_min(b + 4, s, &sc, &mn);
     int q = ((qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0x0F) | (((qh[l] >> s) & 1) << 4);
     return (d * (float)sc) * (float)q - (dmin * (float)mn);
@@ -218,7 +204,7 @@ static inline void blk_q8_0(const uint8_t *restrict b, float *restrict y) {
 static inline void kq_dm(const uint8_t *b, float *ds, float *ms) {
     const float d = ld_f16(b), dmin = ld_f16(b + 2);
     for (int s = 0; s < 8; s++) {
-        uint8_t sc, mn;
+        int sc, mn;
         kq_scale_min(b + 4, s, &sc, &mn);
         ds[s] = d * (float)sc;
         ms[s] = dmin * (float)mn;

@@ -111,35 +111,8 @@ QN_INLINE int32_t qn_put32(const float *x, float step, bool ok, int8_t *q) {
     return vaddvq_s32(sum);
 }
 
-/* quantize_block's contract (ms_k_qdot_ref.c). */
-static void qn_quant_block(const float *xb, int8_t *qg, int8_t *qag, int j, int8_t *qp, float *d, int32_t *s) {
-    bool finite = true;
-    const float amax = qn_amax32(xb, &finite);
-    const float dd = finite ? amax / 127.0f : NAN;
-    *s = qn_put32(xb, dd, finite && dd > 0.0f, qp);
-    memcpy(qag + pair_offset(j), qp, QK);
-    for (int t = 0; t < 8; t++) memcpy(qg + 64 * t + 4 * j, qp + 4 * t, 4);
-    *d = dd;
-}
-
-/* quantize_super's contract (ms_k_qdot_ref.c). */
-static void qn_quant_super(const float *xs, int8_t *qk, float *uk, int32_t *ek, int32_t *sk) {
-    float amax = 0.0f, bmax[QK_K / QK];
-    bool finite = true;
-    for (int b = 0; b < QK_K / QK; b++) {
-        bmax[b] = qn_amax32(xs + QK * b, &finite);
-        amax = bmax[b] > amax ? bmax[b] : amax;
-    }
-    const float dd = finite ? amax / 127.0f : NAN;
-    *uk = dd / 32.0f;
-    for (int b = 0; b < QK_K / QK; b++) {
-        const int j = super_j(bmax[b], amax);
-        const float step = dd * (1.0f / (float)(1 << j)); /* = uk·2^(5 − j), exact */
-        const int32_t sum = qn_put32(xs + QK * b, step, finite && step > 0.0f, qk + QK * b);
-        ek[b] = finite ? 5 - j : 0;
-        sk[b] = sum * (1 << ek[b]);
-    }
-}
+/* quantize_block's and quantize_super's contracts (ms_k_qdot_ref.c) */
+QD_QUANT_FNS(, qn_quant_block, qn_quant_super, qn_amax32, qn_put32)
 
 /* ---- what every level's kernels share ---- */
 
@@ -380,12 +353,7 @@ QN_INLINE void QN(qn_chunk_q6_k)(const uint8_t *wr, int64_t b0, qn_chunk *C) {
  * (kq_scale_min of the twin): sc[0] = sub-blocks 0-3, sc[1] = 4-7. */
 QN_INLINE void QN(qn_q4k_scales)(const uint8_t *s12, int32x4_t sc[2], int32x4_t mn[2]) {
     int32_t a[8], m[8];
-    for (int s = 0; s < 4; s++) {
-        a[s] = s12[s] & 63;
-        m[s] = s12[s + 4] & 63;
-        a[s + 4] = (s12[s + 8] & 0x0F) | ((s12[s] >> 2) & 0x30);
-        m[s + 4] = (s12[s + 8] >> 4) | ((s12[s + 4] >> 2) & 0x30);
-    }
+    for (int s = 0; s < 8; s++) kq_scale_min(s12, s, &a[s], &m[s]);
     sc[0] = vld1q_s32(a), sc[1] = vld1q_s32(a + 4);
     mn[0] = vld1q_s32(m), mn[1] = vld1q_s32(m + 4);
 }

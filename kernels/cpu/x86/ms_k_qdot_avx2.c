@@ -78,33 +78,7 @@ Q2_INLINE int32_t q2_put32(const float *x, float step, bool ok, int8_t *q) {
     return _mm_cvtsi128_si32(s4);
 }
 
-Q2 static void q2_quant_block(const float *xb, int8_t *qg, int8_t *qag, int j, int8_t *qp, float *d, int32_t *s) {
-    bool finite = true;
-    const float amax = q2_amax32(xb, &finite);
-    const float dd = finite ? amax / 127.0f : NAN;
-    *s = q2_put32(xb, dd, finite && dd > 0.0f, qp);
-    memcpy(qag + pair_offset(j), qp, QK);
-    for (int t = 0; t < 8; t++) memcpy(qg + 64 * t + 4 * j, qp + 4 * t, 4);
-    *d = dd;
-}
-
-Q2 static void q2_quant_super(const float *xs, int8_t *qk, float *uk, int32_t *ek, int32_t *sk) {
-    float amax = 0.0f, bmax[QK_K / QK];
-    bool finite = true;
-    for (int b = 0; b < QK_K / QK; b++) {
-        bmax[b] = q2_amax32(xs + QK * b, &finite);
-        amax = bmax[b] > amax ? bmax[b] : amax;
-    }
-    const float dd = finite ? amax / 127.0f : NAN;
-    *uk = dd / 32.0f;
-    for (int b = 0; b < QK_K / QK; b++) {
-        const int j = super_j(bmax[b], amax);
-        const float step = dd * (1.0f / (float)(1 << j));
-        const int32_t sum = q2_put32(xs + QK * b, step, finite && step > 0.0f, qk + QK * b);
-        ek[b] = finite ? 5 - j : 0;
-        sk[b] = sum * (1 << ek[b]);
-    }
-}
+QD_QUANT_FNS(Q2, q2_quant_block, q2_quant_super, q2_amax32, q2_put32)
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
@@ -445,11 +419,7 @@ Q2_INLINE __m256i q2_unpack(const uint8_t *base, int b, float *a, float *m, ms_d
         const uint8_t *p = base + (size_t)(b / 8) * 176;
         const int s = b % 8;
         int sc, mn;
-        if (s < 4) { /* kq_scale_min */
-            sc = p[4 + s] & 63, mn = p[8 + s] & 63;
-        } else {
-            sc = (p[8 + s] & 0x0F) | ((p[s] >> 2) & 0x30), mn = (p[8 + s] >> 4) | ((p[4 + s] >> 2) & 0x30);
-        }
+        kq_scale_min(p + 4, s, &sc, &mn);
         *a = ld_f16(p) * (float)sc;
         *m = ld_f16(p + 2) * (float)mn;
         const __m256i q = _mm256_loadu_si256((const __m256i *)(p + 48 + 32 * (s / 2)));

@@ -64,34 +64,7 @@ QD_QUANT_AVX512 static inline int32_t quant_put32(const float *x, float step, bo
     return _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
 }
 
-QD_QUANT_AVX512 static void quantize_block_v(const float *xb, int8_t *qg, int8_t *qag, int j, int8_t *qp, float *d,
-                                             int32_t *s) {
-    bool finite = true;
-    const float amax = quant_amax32(xb, &finite);
-    const float dd = finite ? amax / 127.0f : NAN;
-    *s = quant_put32(xb, dd, finite && dd > 0.0f, qp);
-    memcpy(qag + pair_offset(j), qp, QK);
-    for (int t = 0; t < 8; t++) memcpy(qg + 64 * t + 4 * j, qp + 4 * t, 4);
-    *d = dd;
-}
-
-QD_QUANT_AVX512 static void quantize_super_v(const float *xs, int8_t *qk, float *uk, int32_t *ek, int32_t *sk) {
-    float amax = 0.0f, bmax[QK_K / QK];
-    bool finite = true;
-    for (int b = 0; b < QK_K / QK; b++) {
-        bmax[b] = quant_amax32(xs + QK * b, &finite);
-        amax = bmax[b] > amax ? bmax[b] : amax;
-    }
-    const float dd = finite ? amax / 127.0f : NAN;
-    *uk = dd / 32.0f;
-    for (int b = 0; b < QK_K / QK; b++) {
-        const int j = super_j(bmax[b], amax);
-        const float step = dd * (1.0f / (float)(1 << j));
-        const int32_t sum = quant_put32(xs + QK * b, step, finite && step > 0.0f, qk + QK * b);
-        ek[b] = finite ? 5 - j : 0;
-        sk[b] = sum * (1 << ek[b]);
-    }
-}
+QD_QUANT_FNS(QD_QUANT_AVX512, quantize_block_v, quantize_super_v, quant_amax32, quant_put32)
 
 /* ---- AVX-512 VNNI ------------------------------------------------------------ */
 
