@@ -19,6 +19,7 @@ struct ms_dft {
     ms_dft_opts o;
     ms_model *lm; /* lm and layerskip */
     ms_eagle *eg; /* eagle */
+    ms_ngram *ng; /* o.ngram: the n-gram source merged into each tree */
     /* The LM head over the vocabulary mode, host or device, picked at
      * creation (ms_head.h): the window, the head rows, top-k. */
     ms_head *hd;
@@ -74,8 +75,8 @@ struct ms_dft {
 
 ms_dft_opts ms_dft_opts_default(void) {
     return (ms_dft_opts){.kind = MS_DRAFT_LM, .layers = 1, .vocab = MS_VOCAB_DYNAMIC, .w_max = 3072,
-                         .tree = ms_tree_params_default(), .specvocab_k = 1024, .budget_decay = 1.0,
-                         .dynaspec_decay = 1.0};
+                         .tree = ms_tree_params_default(), .ngram_p = ms_ngram_params_default(),
+                         .specvocab_k = 1024, .budget_decay = 1.0, .dynaspec_decay = 1.0};
 }
 
 const char *ms_draft_kind_name(ms_draft_kind k) {
@@ -83,17 +84,34 @@ const char *ms_draft_kind_name(ms_draft_kind k) {
     case MS_DRAFT_LM: return "lm";
     case MS_DRAFT_EAGLE: return "eagle";
     case MS_DRAFT_LAYERSKIP: return "layerskip";
+    case MS_DRAFT_NGRAM: return "ngram";
     }
     return "?";
 }
 
 bool ms_draft_kind_parse(const char *s, ms_draft_kind *out) {
-    for (int k = MS_DRAFT_LM; k <= MS_DRAFT_LAYERSKIP; k++)
+    for (int k = MS_DRAFT_LM; k <= MS_DRAFT_NGRAM; k++)
         if (!strcmp(s, ms_draft_kind_name((ms_draft_kind)k))) {
             *out = (ms_draft_kind)k;
             return true;
         }
     return false;
+}
+
+bool ms_dft_kind_parse(const char *s, ms_draft_kind *kind, bool *ngram) {
+    static const char plus[] = "+ngram";
+    const size_t n = strlen(s), np = sizeof plus - 1;
+    *ngram = false;
+    if (n > np && !strcmp(s + n - np, plus)) {
+        char base[32];
+        if (n - np >= sizeof base) return false;
+        memcpy(base, s, n - np);
+        base[n - np] = 0;
+        if (!ms_draft_kind_parse(base, kind) || *kind == MS_DRAFT_NGRAM) return false;
+        *ngram = true;
+        return true;
+    }
+    return ms_draft_kind_parse(s, kind);
 }
 
 bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out) {
@@ -260,6 +278,7 @@ void ms_dft_free(ms_dft **pd) {
     if (d->be) d->be->buf_free(&d->root_dev);
     ms_model_free(&d->lm);
     ms_eagle_free(&d->eg);
+    ms_ngram_free(&d->ng);
     ms_vsel_release(&d->sel);
     free(d->sel_ids);
     free(d->prev);
@@ -277,6 +296,9 @@ void ms_dft_free(ms_dft **pd) {
 ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     *out = NULL;
     MS_TRY(ms_tree_params_check(&o->tree));
+    if (o->kind == MS_DRAFT_NGRAM)
+        MS_FAIL(MS_ERR_INVALID, "draft kind ngram has no model: it is ms_ngd (ms_ngram.h), not ms_dft");
+    if (o->ngram) MS_TRY(ms_ngram_params_check(&o->ngram_p));
     if (!o->model_dir) MS_FAIL(MS_ERR_INVALID, "draft: no model directory given");
     if (o->kind == MS_DRAFT_EAGLE && !o->target_dir)
         MS_FAIL(MS_ERR_INVALID, "draft kind eagle needs the target directory (its embedding and LM head)");
@@ -412,14 +434,16 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         s = MS_ERR_NOMEM;
         goto fail;
     }
+    if (o->ngram && (s = ms_ngram_new(&o->ngram_p, &d->ng)) < 0) goto fail;
     char where[96];
     if (!on_dev && cuda_dev >= 0)
         snprintf(where, sizeof where, "on the host (model on cuda:%d, %s)", cuda_dev,
                  o->host_head ? "host head requested" : "no device head");
     else ms_head_describe(d->hd, where, sizeof where);
-    MS_LOG_INFO("draft: kind %s%s, vocabulary %s (%lld of %lld rows, stream %s, head %s %s), tree %s k=%lld "
+    MS_LOG_INFO("draft: kind %s%s%s, vocabulary %s (%lld of %lld rows, stream %s, head %s %s), tree %s k=%lld "
                 "depth=%lld total=%lld p_min=%g%s",
                 ms_draft_kind_name(o->kind), o->kind == MS_DRAFT_LAYERSKIP ? " (first layers)" : "",
+                o->ngram ? " + ngram" : "",
                 ms_dft_vocab_name(o->vocab, o->vsel), (long long)ms_vocab_w_max(ms_head_rows(d->hd)), (long long)d->V,
                 ms_vocab_stream_name(o->stream), ms_dft_head_name(o->lm_head), where,
                 o->tree.chain ? "chain" : "eagle2", (long long)o->tree.top_k, (long long)o->tree.depth,
@@ -587,6 +611,9 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     d->len = d->o.tree.depth + 1;
     d->len_ema = (double)d->len;
     d->pre_active = false;
+    if (d->ng) {
+        ms_ngram_begin(d->ng, m->prompt, m->n_prompt, m->root);
+    }
     memset(&d->next_stats, 0, sizeof d->next_stats);
     d->next_stats.vocab_ns = vocab_ns;
     d->active = true;
@@ -641,7 +668,16 @@ static ms_status draft_impl(void *ctx, uint64_t rid, int64_t round, ms_msg_tree 
     if (round != d->round + 1 || (d->round > 0 && d->tree.n == 0) || d->pre_active)
         MS_FAIL(MS_ERR_INVALID, "draft: round %lld out of order (last drafted %lld)", (long long)round,
                 (long long)d->round);
-    return draft_round(d, rid, round, out);
+    MS_TRY(draft_round(d, rid, round, out));
+    if (d->ng) {
+        /* the continuation under the root, sharing the nodes the draft
+         * already proposed; it never displaces them */
+        int32_t ids[MS_TREE_MAX];
+        float logp[MS_TREE_MAX];
+        const int64_t n = ms_ngram_propose(d->ng, ids, logp);
+        if (ms_ngram_graft(&d->tree, ids, logp, n, MS_TREE_MAX) > 0) out->tree = d->tree;
+    }
+    return MS_OK;
 }
 
 /* The target's verdict must answer the last tree: same request and round, a
@@ -708,6 +744,13 @@ static ms_status apply_vocab(ms_dft *d, const ms_msg_verify *m, ms_draft_stats *
     return MS_OK;
 }
 
+/* The n-gram history grows by what the verdict emits. */
+static void ngram_accept(ms_dft *d, const ms_msg_verify *m) {
+    if (!d->ng) return;
+    int32_t emitted[MS_TREE_MAX + 1];
+    ms_ngram_commit(d->ng, emitted, emitted_tokens(d, m, emitted));
+}
+
 /* Rows to commit next round: lm — the accepted tokens and the bonus;
  * eagle — each path node's feature paired with the token after it. */
 static ms_status set_pending(ms_dft *d, const ms_msg_verify *m) {
@@ -756,6 +799,7 @@ static ms_status accept_impl(void *ctx, const ms_msg_verify *m) {
     MS_TRY(check_verdict(d, m));
     MS_TRY(rollback_predraft(d));
     adapt_len(d, m);
+    ngram_accept(d, m);
     MS_TRY(apply_vocab(d, m, &d->next_stats));
     return set_pending(d, m);
 }
@@ -821,6 +865,7 @@ static ms_status accept_overlap_impl(ms_dft *d, const ms_msg_verify *m, bool *hi
     *hit = false;
     MS_TRY(check_verdict(d, m));
     adapt_len(d, m); /* on a hit, round + 1 was pre-drafted at the length before this verdict */
+    ngram_accept(d, m);
     bool same = d->pre_active && m->n_path == d->pre_n_path && m->bonus == d->pre_bonus &&
                 !memcmp(m->path, d->pre_path, (size_t)m->n_path * sizeof *m->path);
     if (!same) {

@@ -16,11 +16,14 @@
 #define MS_DRAFT_H
 
 #include "ms_msg.h"
+#include "ms_ngram.h"
 #include "ms_tensor.h"
 #include "ms_tree.h"
 #include "ms_vocab.h"
 
-typedef enum { MS_DRAFT_LM = 0, MS_DRAFT_EAGLE, MS_DRAFT_LAYERSKIP } ms_draft_kind;
+/* MS_DRAFT_NGRAM is the model-free kind (ms_ngram.h: ms_ngd, not ms_dft);
+ * the model kinds can merge it into their trees (o.ngram, "lm+ngram"). */
+typedef enum { MS_DRAFT_LM = 0, MS_DRAFT_EAGLE, MS_DRAFT_LAYERSKIP, MS_DRAFT_NGRAM } ms_draft_kind;
 
 /* How the draft's LM head reads the active rows (the LM-head ablation):
  * gathered — one GEMM over the packed [|I|, d] rows kept by the vocabulary
@@ -54,6 +57,9 @@ typedef struct {
     int64_t w_max;          /* dynamic: window size W_max (default 3072) */
     ms_tree_params tree;    /* default EAGLE-2 10/5/60; tree.p_min: the confidence stop (ms_tree.h) */
     bool adaptive;          /* adaptive depth per request (see below); default false: always tree.depth */
+    bool ngram;             /* merge the n-gram source's continuation into every tree ("lm+ngram";
+                               ms_ngram.h); not into the trees an overlap pre-draft makes */
+    ms_ngram_params ngram_p; /* its parameters (ms_ngram_params_default) */
     int64_t max_ctx;        /* draft KV rows (0: the model's default) */
     const char *device;     /* lm / layerskip: "cpu" (NULL) | "cuda" | "cuda:N" (ms_model_opts.device);
                                eagle heads run on the CPU only: a CUDA device is refused */
@@ -96,6 +102,9 @@ typedef struct ms_dft ms_dft;
 ms_dft_opts ms_dft_opts_default(void);
 const char *ms_draft_kind_name(ms_draft_kind k);
 bool ms_draft_kind_parse(const char *s, ms_draft_kind *out);
+/* A draft kind as the tools and config take it: lm | eagle | layerskip |
+ * ngram, or a model kind + "+ngram" (*ngram = true: o.ngram). */
+bool ms_dft_kind_parse(const char *s, ms_draft_kind *kind, bool *ngram);
 bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out);
 /* The draft's vocabulary mode names: full / static / dynamic (as
  * ms_vocab_mode_parse, vsel none), specvocab / dynaspec (vocab full + vsel),

@@ -1,6 +1,8 @@
 /* ms_target.c — prefill, tree verification, acceptance and the request loop. */
 #include "ms_target.h"
 
+#include "ms_policy.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,8 @@ struct ms_tgt {
     int32_t *topk;  /* [MS_TREE_MAX, MS_TREE_MAX] C_ver ids */
     float *topv;    /* [MS_TREE_MAX] scratch values for top-k */
     float *feats;   /* [MS_TREE_MAX, d] hidden states of the path nodes */
+    ms_cost cost;   /* verify forward cost by rows (ms_policy.h), kept across requests */
+    bool calibrated;
 };
 
 ms_gen_params ms_gen_params_default(void) {
@@ -23,7 +27,8 @@ ms_gen_params ms_gen_params_default(void) {
                            .seed = 42,
                            .k_pre = 3,
                            .k_ver = 3,
-                           .n_stop = 0};
+                           .n_stop = 0,
+                           .cost_policy = true};
 }
 
 ms_status ms_tgt_new(ms_model *model, ms_tgt **out) {
@@ -168,8 +173,10 @@ void ms_gen_stats_print(const ms_gen_stats *s, FILE *f) {
     for (int64_t d = 1; d <= s->max_depth && d <= 8; d++) fprintf(f, " %lld:%.3f", (long long)d, ms_gen_stats_accept_rate(s, d));
     fprintf(f, "\n");
     if (s->spec_rounds > 0)
-        fprintf(f, "drafted per round: mean %.2f, max %lld tokens\n", (double)s->drafted / (double)s->spec_rounds,
-                (long long)s->drafted_max);
+        fprintf(f, "drafted per round: mean %.2f verified (%.2f left out by the cost policy), max %lld tokens; "
+                   "%lld of %lld rounds decoded plainly\n",
+                (double)s->drafted / (double)s->spec_rounds, (double)s->pruned / (double)s->spec_rounds,
+                (long long)s->drafted_max, (long long)s->plain_rounds, (long long)s->spec_rounds);
     if (s->spec_rounds > 0)
         fprintf(f, "draft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n",
                 (double)s->vocab_sum / (double)s->spec_rounds, (long long)s->vocab_max, ms_gen_stats_coverage(s),
@@ -232,6 +239,37 @@ static void drop_draft(ms_draft_port **draft, ms_gen_stats *st, uint64_t rid, co
     (*draft)->end((*draft)->ctx, rid);
     *draft = NULL;
     st->draft_failed = true;
+}
+
+/* The cost table's first measure (ms_policy.h): forwards of n = 1, 2, 4, 8,
+ * 16 rows of the root token after the committed rows, each then truncated
+ * away (the KV is as before; the logits buffer is scratch). Twice for 1 and
+ * 2 rows, where the gap the policy weighs is smallest; the minimum. About 12
+ * decode steps; larger trees are extrapolated until a verify measures them. */
+static ms_status calibrate(ms_tgt *t, int32_t root) {
+    ms_model *m = t->model;
+    const int64_t len0 = ms_model_len(m);
+    int32_t tok[MS_TREE_MAX];
+    for (int i = 0; i < MS_TREE_MAX; i++) tok[i] = root;
+    const uint64_t t0 = ms_now_ns();
+    for (int64_t n = 1; n <= 16; n *= 2) {
+        if (len0 + n > ms_model_max_ctx(m) || n > ms_model_max_batch(m)) break;
+        double best = 0.0;
+        for (int rep = 0; rep < (n <= 2 ? 2 : 1); rep++) {
+            const uint64_t a = ms_now_ns();
+            MS_TRY(ms_model_forward(m, tok, n, NULL, NULL, MS_LOGITS_ALL, t->logits));
+            const double dt = (double)(ms_now_ns() - a) * 1e-9;
+            MS_TRY(ms_model_truncate(m, len0));
+            if (rep == 0 || dt < best) best = dt;
+        }
+        ms_cost_observe(&t->cost, n, best);
+    }
+    t->calibrated = true;
+    MS_LOG_INFO("verify cost measured in %.2f s: 1 row %.2f ms, 2 rows %.2fx, 4 %.2fx, 8 %.2fx, 16 %.2fx",
+                (double)(ms_now_ns() - t0) * 1e-9, ms_cost_at(&t->cost, 1) * 1e3,
+                ms_cost_at(&t->cost, 2) / ms_cost_at(&t->cost, 1), ms_cost_at(&t->cost, 4) / ms_cost_at(&t->cost, 1),
+                ms_cost_at(&t->cost, 8) / ms_cost_at(&t->cost, 1), ms_cost_at(&t->cost, 16) / ms_cost_at(&t->cost, 1));
+    return MS_OK;
 }
 
 /* Check a tree from the draft before the target trusts it. */
@@ -325,6 +363,8 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     }
 
     ms_msg_tree tm;
+    ms_tree kept;                /* the part of tm.tree the cost policy verifies */
+    int32_t kept_of[MS_TREE_MAX]; /* kept's node → tm.tree's */
     int32_t path[MS_TREE_MAX], pos[MS_TREE_MAX];
     int64_t rows[MS_TREE_MAX];
     for (int64_t round = 1; !em.done; round++) {
@@ -357,12 +397,22 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             tm.tree.mask[0] = 1;
         }
         const ms_tree *tree = &tm.tree;
+        if (spec && p->cost_policy) {
+            if (!t->calibrated) MS_TRY_GOTO(s, calibrate(t, root), out);
+            ms_policy_prune(&tm.tree, &t->cost, &kept, kept_of, NULL);
+            st->pruned += tm.tree.n - kept.n;
+            if (kept.n == 1) st->plain_rounds++;
+            tree = &kept;
+        } else {
+            for (int64_t i = 0; i < tree->n; i++) kept_of[i] = (int32_t)i;
+        }
         for (int64_t i = 0; i < tree->n; i++) pos[i] = (int32_t)(len0 + tree->depth[i]);
 
         uint64_t a = ms_now_ns();
         MS_TRY_GOTO(s, ms_model_forward(m, tree->token, tree->n, pos, tree->n > 1 ? tree->mask : NULL, MS_LOGITS_ALL,
                                         t->logits), out);
         uint64_t b = ms_now_ns();
+        ms_cost_observe(&t->cost, tree->n, (double)(b - a) * 1e-9);
         int32_t bonus;
         int64_t n_path = ms_tgt_verify_tree(tree, t->logits, V, &p->sampling, &rng, t->probs, path, &bonus);
         for (int64_t k = 0; k < n_path; k++) rows[k] = path[k];
@@ -399,7 +449,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             ms_msg_verify v = {.request_id = rid, .round = round, .n_path = n_path, .bonus = bonus,
                                .ver_topk = t->topk, .k_ver = p->k_ver,
                                .features = want_feats ? t->feats : NULL, .feat_dim = want_feats ? t->d : 0};
-            memcpy(v.path, path, (size_t)n_path * sizeof *path);
+            for (int64_t k = 0; k < n_path; k++) v.path[k] = kept_of[path[k]]; /* in the draft's tree */
             uint64_t c0 = ms_now_ns();
             ms_status ds = draft->accept(draft->ctx, &v);
             port_ns = ms_now_ns() - c0;

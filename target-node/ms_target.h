@@ -28,6 +28,7 @@ typedef struct {
     int64_t k_ver;           /* top-K_ver target ids per accepted node for C_ver (default 3) */
     int32_t stop_ids[MS_MAX_STOP]; /* generation ends at the first of these (not emitted) */
     int64_t n_stop;
+    bool cost_policy;        /* verify only the part of each tree that pays (ms_policy.h; default true) */
 } ms_gen_params;
 
 ms_gen_params ms_gen_params_default(void);
@@ -42,6 +43,8 @@ typedef struct {
     int64_t max_depth;            /* deepest d with accepted_ge[d] counted */
     int64_t drafted;              /* draft tokens verified (tree nodes − root) summed over spec rounds */
     int64_t drafted_max;          /* the most draft tokens in one spec round's tree */
+    int64_t pruned;               /* draft tokens the cost policy left unverified, summed over spec rounds */
+    int64_t plain_rounds;         /* spec rounds the cost policy verified as a plain decode step (root only) */
     int64_t vocab_sum, vocab_max; /* active draft vocabulary over spec rounds */
     int64_t covered, emitted;     /* coverage numerator / denominator (from the draft) */
     double prefill_s, draft_backbone_s, draft_head_s, vocab_s, verify_s, accept_s, total_s;
@@ -72,7 +75,10 @@ void ms_gen_stats_print(const ms_gen_stats *s, FILE *f);
 /* Called with each batch of emitted tokens, in order; return false to cancel. */
 typedef bool (*ms_token_cb)(void *ctx, const int32_t *ids, int64_t n);
 
-/* The target takes a loaded model (not owned). Buffers sized at creation. */
+/* The target takes a loaded model (not owned). Buffers sized at creation.
+ * With a draft and p->cost_policy, the first request measures the cost of
+ * verify forwards of 1..64 rows once (ms_policy.h; tens of forwards, logged),
+ * and every forward keeps the measure current. */
 ms_status ms_tgt_new(ms_model *model, ms_tgt **out);
 void ms_tgt_free(ms_tgt **t);
 ms_model *ms_tgt_model(ms_tgt *t);

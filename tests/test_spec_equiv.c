@@ -14,6 +14,11 @@
  *     layerskip; prompts of random ids;
  *   - a qwen3 target with the real 151,936-id Qwen3 tokenizer at tiny width,
  *     W_max = 256, Spec-Bench prompts through the ChatML template.
+ * The n-gram draft runs alone and merged (layerskip1+ngram, lm+ngram,
+ * eagle+ngram; dynamic vocabulary, every tree shape). Every other
+ * configuration verifies under the default cost policy (ms_policy.h), which
+ * prunes trees by measured costs: what it keeps varies run to run, the
+ * output must not; the rest verify whole trees.
  * Static lists are the K most frequent ids of the group's prompts and AR
  * outputs (ms_vocab_rank_counts → ms_vocab_save_list). Half the prompts also
  * carry a stop id planted from the AR output, so "stop token" is compared as
@@ -46,6 +51,7 @@ typedef struct {
     const char *model_dir;
     const char *target_dir;
     int64_t layers;
+    bool ngram; /* merge the n-gram source (kind + "+ngram"); kind MS_DRAFT_NGRAM: the n-gram draft alone */
 } draft_spec;
 
 typedef struct {
@@ -207,6 +213,7 @@ static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t
     o.vocab_list = g->list_path;
     o.w_max = g->w_max;
     o.tree = SHAPES[shape].tree;
+    o.ngram = ds->ngram;
     char art[1100];
     if (x) {
         o.vocab = x->vm;
@@ -228,11 +235,12 @@ static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t
     snprintf(name, sizeof name, "%s/%s/%s/%s", g->label, ds->name, x ? x->name : ms_vocab_mode_name(vm),
              SHAPES[shape].name);
     ms_dft *d = NULL;
-    ms_status s = ms_dft_new(&o, &d);
-    SPEC_CHECK(s >= 0, "%s: ms_dft_new: %s", name, ms_status_str(s));
+    ms_ngd *ngd = NULL;
+    ms_status s = ds->kind == MS_DRAFT_NGRAM ? ms_ngd_new(&o.ngram_p, &ngd) : ms_dft_new(&o, &d);
+    SPEC_CHECK(s >= 0, "%s: ms_dft_new / ms_ngd_new: %s", name, ms_status_str(s));
     if (s < 0) return;
     g_configs++;
-    ms_draft_port port = ms_dft_port(d);
+    ms_draft_port port = ngd ? ms_ngd_port(ngd) : ms_dft_port(d);
     spec_sink sink = {0};
     ms_gen_stats st;
     int64_t per = g->per_config < g->n_prompts ? g->per_config : g->n_prompts;
@@ -243,6 +251,8 @@ static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t
         /* K_pre / K_ver only steer the dynamic window; vary them too. */
         p.k_pre = c % 4;
         p.k_ver = (c + 1) % 5;
+        /* every other configuration verifies whole trees (long paths, KV compaction), the rest under the cost policy */
+        p.cost_policy = c % 2 == 0;
         s = spec_generate(g->tgt, &port, g->prompts[i].v, g->prompts[i].n, &p, &sink, &st);
         g_runs++;
         SPEC_CHECK(s >= 0, "%s prompt %lld: generate: %s", name, (long long)i, ms_status_str(s));
@@ -255,8 +265,10 @@ static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t
         SPEC_CHECK(st.new_tokens == sink.ids.n, "%s prompt %lld: new_tokens %lld, callback %lld", name, (long long)i,
                    (long long)st.new_tokens, (long long)sink.ids.n);
         SPEC_CHECK(!st.draft_failed, "%s prompt %lld: the draft failed", name, (long long)i);
-        SPEC_CHECK(st.spec_rounds == st.rounds, "%s prompt %lld: %lld of %lld rounds speculative", name, (long long)i,
-                   (long long)st.spec_rounds, (long long)st.rounds);
+        /* the n-gram draft alone proposes nothing where nothing matches (a plain step) */
+        SPEC_CHECK(ngd ? st.spec_rounds <= st.rounds : st.spec_rounds == st.rounds,
+                   "%s prompt %lld: %lld of %lld rounds speculative", name, (long long)i, (long long)st.spec_rounds,
+                   (long long)st.rounds);
         rounds += st.rounds;
         spec_rounds += st.spec_rounds;
         for (int64_t dd = 1; dd <= st.max_depth; dd++) acc += st.accepted_ge[dd];
@@ -268,16 +280,23 @@ static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t
                 (long long)rounds, rounds ? 1.0 + (double)acc / (double)rounds : 1.0);
     ms_ids_free(&sink.ids);
     ms_dft_free(&d);
+    ms_ngd_free(&ngd);
 }
 
 static void run_group(group *g, const draft_spec *ds, int64_t n_ds) {
     int64_t c = 0;
     double t0 = ms_now_s();
     int64_t before = spec_failures;
-    for (int64_t k = 0; k < n_ds; k++)
+    for (int64_t k = 0; k < n_ds; k++) {
+        if (ds[k].kind == MS_DRAFT_NGRAM) { /* no model: no vocabulary mode, no tree shape */
+            run_config(g, &ds[k], MS_VOCAB_FULL, 0, c++, NULL);
+            continue;
+        }
         for (int vm = MS_VOCAB_FULL; vm <= MS_VOCAB_DYNAMIC; vm++)
             for (int64_t sh = 0; sh < N_SHAPES; sh++)
-                if (g->shapes & (1u << sh)) run_config(g, &ds[k], (ms_vocab_mode)vm, sh, c++, NULL);
+                if ((g->shapes & (1u << sh)) && (!ds[k].ngram || vm == MS_VOCAB_DYNAMIC))
+                    run_config(g, &ds[k], (ms_vocab_mode)vm, sh, c++, NULL);
+    }
     for (int64_t k = 0; g->sv_rank > 0 && k < n_ds && k < g->n_extra_ds; k++)
         for (size_t x = 0; x < sizeof EXTRA / sizeof EXTRA[0]; x++)
             for (int64_t sh = 0; sh < N_SHAPES; sh += 2) /* the 10/5/60 tree and the chain */
@@ -324,12 +343,14 @@ static void stories_group(const char *tmp, bool small) {
         if (s >= 0) s = group_reference(&g, small ? 12 : 32, eos, n_eos, tmp, 128);
         SPEC_CHECK(s >= 0, "stories reference");
         if (s >= 0) {
-            draft_spec ds[4];
+            draft_spec ds[6];
             static const char *names[] = {"layerskip1", "layerskip2", "layerskip3", "layerskip4"};
-            for (int k = 0; k < 4; k++) ds[k] = (draft_spec){names[k], MS_DRAFT_LAYERSKIP, dir, dir, k + 1};
+            for (int k = 0; k < 4; k++) ds[k] = (draft_spec){names[k], MS_DRAFT_LAYERSKIP, dir, dir, k + 1, false};
+            ds[4] = (draft_spec){"ngram", MS_DRAFT_NGRAM, NULL, dir, 0, false};
+            ds[5] = (draft_spec){"layerskip1+ngram", MS_DRAFT_LAYERSKIP, dir, dir, 1, true};
             g.sv_rank = 16;
             g.n_extra_ds = 2;
-            run_group(&g, ds, 4);
+            run_group(&g, ds, 6);
         }
         group_free(&g);
     }
@@ -371,11 +392,14 @@ static void random_group(const char *tmp, const random_arch *ra, uint64_t seed, 
         SPEC_CHECK(s >= 0, "%s: reference", ra->label);
         if (s >= 0) {
             draft_spec ds[] = {
-                {"lm", MS_DRAFT_LM, ddir, tdir, 0},
-                {"lm-self", MS_DRAFT_LM, tdir, tdir, 0},
-                {"eagle", MS_DRAFT_EAGLE, edir, tdir, 0},
-                {"layerskip1", MS_DRAFT_LAYERSKIP, tdir, tdir, 1},
-                {"layerskip-all-but-1", MS_DRAFT_LAYERSKIP, tdir, tdir, ra->layers - 1},
+                {"lm", MS_DRAFT_LM, ddir, tdir, 0, false},
+                {"lm-self", MS_DRAFT_LM, tdir, tdir, 0, false},
+                {"eagle", MS_DRAFT_EAGLE, edir, tdir, 0, false},
+                {"layerskip1", MS_DRAFT_LAYERSKIP, tdir, tdir, 1, false},
+                {"layerskip-all-but-1", MS_DRAFT_LAYERSKIP, tdir, tdir, ra->layers - 1, false},
+                {"ngram", MS_DRAFT_NGRAM, NULL, tdir, 0, false},
+                {"lm+ngram", MS_DRAFT_LM, ddir, tdir, 0, true},
+                {"eagle+ngram", MS_DRAFT_EAGLE, edir, tdir, 0, true},
             };
             if (!strcmp(ra->label, "llama")) {
                 g.sv_rank = 32; /* Q8_0 w_vocab; the lm draft's d is 32 */
@@ -445,11 +469,12 @@ static void qwen3_big_group(const char *tmp, bool small) {
     SPEC_CHECK(s >= 0, "qwen3-151936 reference");
     if (s >= 0) {
         draft_spec ds[] = {
-            {"lm", MS_DRAFT_LM, ddir, tdir, 0},
-            {"eagle", MS_DRAFT_EAGLE, edir, tdir, 0},
-            {"layerskip1", MS_DRAFT_LAYERSKIP, tdir, tdir, 1},
+            {"lm", MS_DRAFT_LM, ddir, tdir, 0, false},
+            {"eagle", MS_DRAFT_EAGLE, edir, tdir, 0, false},
+            {"layerskip1", MS_DRAFT_LAYERSKIP, tdir, tdir, 1, false},
+            {"lm+ngram", MS_DRAFT_LM, ddir, tdir, 0, true},
         };
-        run_group(&g, ds, 3);
+        run_group(&g, ds, 4);
     }
     group_free(&g);
     ms_tok_free(&tok);

@@ -202,6 +202,7 @@ static void context_edge(const char *tdir, const char *lm_dir) {
     spec_sink ar = {0}, sp = {0};
     ms_gen_stats st_ar, st_sp;
     ms_gen_params p = ms_gen_params_default();
+    p.cost_policy = false; /* these checks are about what the draft proposes: verify all of it */
     p.max_new_tokens = 100;
     for (int64_t n = 5; n <= 35; n += 6) {
         int32_t prompt[40];
@@ -287,6 +288,7 @@ int main(void) {
         for (int64_t k = 0; k < len && s >= 0; k++) s = ms_ids_push(&f.prompts[i], (int32_t)(ms_rng_u64(&rng) % 300));
     }
     f.p = ms_gen_params_default();
+    f.p.cost_policy = false; /* the checks count what the draft proposes: verify all of it */
     f.p.max_new_tokens = MAX_NEW;
     if (s >= 0) s = make_reference(&f);
     SPEC_CHECK(s >= 0, "AR reference");

@@ -73,6 +73,7 @@ static void group_reference(group *g, int64_t max_new, const int32_t *eos, int64
     ms_gen_stats st;
     for (int64_t i = 0; i < g->n_prompts; i++) {
         ms_gen_params p = ms_gen_params_default();
+        p.cost_policy = false; /* these checks are about what the draft proposes: verify all of it */
         p.max_new_tokens = max_new;
         for (int64_t e = 0; e < n_eos && p.n_stop < MS_MAX_STOP; e++) p.stop_ids[p.n_stop++] = eos[e];
         ms_status s = spec_generate(g->tgt, NULL, g->prompts[i].v, g->prompts[i].n, &p, &sink, &st);

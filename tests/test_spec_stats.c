@@ -240,6 +240,7 @@ int main(void) {
             /* variants: greedy max, greedy with a stop id, sampled, cancelled, context full */
             for (int v = 0; v < 5; v++) {
                 ms_gen_params p = ms_gen_params_default();
+                p.cost_policy = false; /* these checks are about what the draft proposes: verify all of it */
                 p.max_new_tokens = 40;
                 ms_tgt *t = tgt;
                 sink.cancel_after = 0;
@@ -306,6 +307,7 @@ int main(void) {
             const int32_t prompt[] = {5, 6, 7};
             for (int64_t mx = 0; mx <= 1; mx++) {
                 ms_gen_params p = ms_gen_params_default();
+                p.cost_policy = false; /* these checks are about what the draft proposes: verify all of it */
                 p.max_new_tokens = mx;
                 s = spec_generate(tgt, &port, prompt, 3, &p, &sink, &st);
                 SPEC_CHECK(s >= 0 && st.new_tokens == mx && sink.ids.n == mx && st.rounds == 0 &&
@@ -338,6 +340,7 @@ int main(void) {
             ms_draft_port port = ms_dft_port(d);
             const int32_t prompt[] = {5 + i, 6, 7, 8 + i};
             ms_gen_params p = ms_gen_params_default();
+            p.cost_policy = false; /* these checks are about what the draft proposes: verify all of it */
             p.max_new_tokens = 100;
             s = spec_generate(tgt_ctx, NULL, prompt, 4, &p, &sink, &st);
             ar.n = 0;
@@ -355,6 +358,7 @@ int main(void) {
             int32_t prompt[47];
             for (int k = 0; k < 47; k++) prompt[k] = (int32_t)(3 + (k * 37) % (V_T - 3));
             ms_gen_params p = ms_gen_params_default();
+            p.cost_policy = false; /* these checks are about what the draft proposes: verify all of it */
             p.max_new_tokens = 10;
             s = spec_generate(tgt_ctx, &port, prompt, 47, &p, &sink, &st);
             SPEC_CHECK(s >= 0 && !st.draft_failed && !strcmp(st.stop_reason, "context full"),

@@ -69,7 +69,11 @@ static void usage(FILE *f) {
             "Speculative decoding (output unchanged; only speed and acceptance change):\n"
             "      --draft DIR        draft model directory (lm: a small model with the same tokenizer;\n"
             "                         eagle: an EAGLE-1/2 head); layerskip needs none (uses --model)\n"
-            "      --draft-kind K     lm | eagle | layerskip (default lm, or layerskip without --draft)\n"
+            "      --draft-kind K     lm | eagle | layerskip (default lm, or layerskip without --draft) |\n"
+            "                         ngram (continuations of the request's own text: no model) |\n"
+            "                         lm+ngram, layerskip+ngram, eagle+ngram (both in one tree)\n"
+            "      --ngram-min N, --ngram-max N  ngram: suffix lengths matched (default 2, 4)\n"
+            "      --ngram-len N      ngram: tokens a continuation drafts at most (default 8)\n"
             "      --draft-layers N   layerskip: the target's first N layers (default 1)\n"
             "      --vocab MODE       full | static | dynamic (default dynamic = MicroSpec) |\n"
             "                         specvocab | specvocab+window | dynaspec | dynaspec+window\n"
@@ -99,6 +103,10 @@ static void usage(FILE *f) {
             "                         top-1 probability at a step (tree: the best cumulative\n"
             "                         probability of a level) is below P; that token is still\n"
             "                         verified (default 0 = off; > 1: one draft step per round)\n"
+            "      --draft-policy P   cost: verify only the part of each tree expected to pay on this\n"
+            "                         machine (verify costs measured at the first request; a round\n"
+            "                         that would not pay is a plain decode step; default) |\n"
+            "                         all: verify every drafted node\n"
             "      --draft-adaptive   adapt the draft depth per request between 1 and tree-depth+1\n"
             "                         tokens from the recent acceptance (see draft-node/ms_draft.h)\n"
             "  -h, --help             this text\n");
@@ -371,7 +379,7 @@ int main(int argc, char **argv) {
     enum {
         O_STEPS = 1000, O_TOPP, O_SEED, O_MAXCTX, O_THREADS, O_ECHO, O_NOBOS, O_IGNEOS, O_DRAFT, O_DKIND,
         O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_VART, O_SVK, O_BDECAY, O_BMIN, O_DSC, O_DSD, O_DSM, O_PMIN, O_ADAPT, O_CHAIN, O_JSONL, O_FIRST,
-        O_QUIET, O_STATSOUT, O_IDSOUT, O_Q8MM, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE
+        O_QUIET, O_STATSOUT, O_IDSOUT, O_Q8MM, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE, O_NGMIN, O_NGMAX, O_NGLEN, O_POLICY
     };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},        {"prompt", required_argument, 0, 'p'},
@@ -400,12 +408,14 @@ int main(int argc, char **argv) {
         {"dynaspec-min", required_argument, 0, O_DSM},
         {"device", required_argument, 0, O_DEVICE}, {"draft-device", required_argument, 0, O_DDEVICE},
         {"dtype", required_argument, 0, O_DTYPE},
+        {"ngram-min", required_argument, 0, O_NGMIN}, {"ngram-max", required_argument, 0, O_NGMAX},
+        {"ngram-len", required_argument, 0, O_NGLEN}, {"draft-policy", required_argument, 0, O_POLICY},
         {0, 0, 0, 0}};
     int c;
     bool spec_flags = false;
     while ((c = getopt_long(argc, argv, "m:p:f:cs:n:t:h", opts, NULL)) != -1) {
         bool ok = true;
-        if (c >= O_DRAFT && c <= O_CHAIN) spec_flags = true;
+        if ((c >= O_DRAFT && c <= O_CHAIN) || (c >= O_NGMIN && c <= O_POLICY)) spec_flags = true;
         switch (c) {
         case 'm': model_dir = optarg; break;
         case 'p': prompt = optarg; break;
@@ -441,6 +451,14 @@ int main(int argc, char **argv) {
             break;
         }
         case O_ADAPT: dopt.adaptive = true; break;
+        case O_POLICY:
+            ok = !strcmp(optarg, "cost") || !strcmp(optarg, "all");
+            gp.cost_policy = !strcmp(optarg, "cost");
+            if (!ok) fprintf(stderr, "microspec-generate: --draft-policy must be cost or all, got '%s'\n", optarg);
+            break;
+        case O_NGMIN: ok = parse_i64(optarg, "--ngram-min", 1, MS_NGRAM_N_MAX, &dopt.ngram_p.n_min); break;
+        case O_NGMAX: ok = parse_i64(optarg, "--ngram-max", 1, MS_NGRAM_N_MAX, &dopt.ngram_p.n_max); break;
+        case O_NGLEN: ok = parse_i64(optarg, "--ngram-len", 1, MS_TREE_MAX - 1, &dopt.ngram_p.max_len); break;
         case O_VSTREAM: vocab_stream = optarg; break;
         case O_LMHEAD: lm_head = optarg; break;
         case O_VART: dopt.vocab_artifact = optarg; break;
@@ -493,8 +511,14 @@ int main(int argc, char **argv) {
     bool speculative = draft_dir || draft_kind || spec_flags;
     if (speculative) {
         if (!draft_kind) draft_kind = draft_dir ? "lm" : "layerskip";
-        if (!ms_draft_kind_parse(draft_kind, &dopt.kind)) {
-            fprintf(stderr, "microspec-generate: --draft-kind must be lm, eagle or layerskip, got '%s'\n", draft_kind);
+        if (!ms_dft_kind_parse(draft_kind, &dopt.kind, &dopt.ngram)) {
+            fprintf(stderr, "microspec-generate: --draft-kind must be lm, eagle, layerskip, ngram or one of the first "
+                            "three + \"+ngram\", got '%s'\n", draft_kind);
+            return 2;
+        }
+        if ((dopt.kind == MS_DRAFT_NGRAM || dopt.ngram) && ms_ngram_params_check(&dopt.ngram_p) < 0) return 2;
+        if (dopt.kind == MS_DRAFT_NGRAM && draft_dir) {
+            fprintf(stderr, "microspec-generate: --draft-kind ngram has no model: drop --draft, or use lm+ngram\n");
             return 2;
         }
         if (!ms_dft_vocab_parse(vocab_mode, &dopt.vocab, &dopt.vsel)) {
@@ -516,7 +540,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "microspec-generate: --lm-head must be gathered or indexed, got '%s'\n", lm_head);
             return 2;
         }
-        if (dopt.kind != MS_DRAFT_LAYERSKIP && !draft_dir) {
+        if (dopt.kind != MS_DRAFT_LAYERSKIP && dopt.kind != MS_DRAFT_NGRAM && !draft_dir) {
             fprintf(stderr, "microspec-generate: --draft-kind %s needs --draft DIR\n", draft_kind);
             return 2;
         }
@@ -547,6 +571,7 @@ int main(int argc, char **argv) {
     ms_model *model = NULL;
     ms_tgt *tgt = NULL;
     ms_dft *dft = NULL;
+    ms_ngd *ngd = NULL; /* --draft-kind ngram */
     ms_ids ids = {0};
     char *rendered = NULL;
     question *plist = NULL;
@@ -567,7 +592,11 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (ms_tgt_new(model, &tgt) < 0) goto done;
-    if (speculative) {
+    if (speculative && dopt.kind == MS_DRAFT_NGRAM) {
+        if (ms_ngd_new(&dopt.ngram_p, &ngd) < 0) goto done;
+        MS_LOG_INFO("draft: kind ngram (suffixes of %lld..%lld tokens, continuations of ≤ %lld)",
+                    (long long)dopt.ngram_p.n_min, (long long)dopt.ngram_p.n_max, (long long)dopt.ngram_p.max_len);
+    } else if (speculative) {
         if (ms_dft_new(&dopt, &dft) < 0) goto done;
         if (ms_dft_vocab(dft) != V) {
             MS_LOG_ERROR("draft vocabulary %lld differs from the target's %lld: they must share a tokenizer",
@@ -676,7 +705,8 @@ int main(int argc, char **argv) {
             ms_gen_stats st;
             ms_draft_port port;
             if (dft) port = ms_dft_port(dft);
-            if (ms_tgt_generate(tgt, dft ? &port : NULL, ++request_id, ids.v, ids.n, &gp, print_tokens, &pr, &st) < 0)
+            if (ngd) port = ms_ngd_port(ngd);
+            if (ms_tgt_generate(tgt, dft || ngd ? &port : NULL, ++request_id, ids.v, ids.n, &gp, print_tokens, &pr, &st) < 0)
                 goto done;
             if (pr.err < 0) goto done;
             if (!quiet) {
@@ -696,7 +726,7 @@ int main(int argc, char **argv) {
                         st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0, (long long)st.new_tokens,
                         st.stop_reason, decode_s > 0 ? (double)st.new_tokens / decode_s : 0.0,
                         ms_isa_name(ms_isa_active()));
-                if (dft) ms_gen_stats_print(&st, stderr);
+                if (dft || ngd) ms_gen_stats_print(&st, stderr);
             } else {
                 fprintf(stderr, "\r[%lld/%lld] turn %lld: prompt %lld tokens, %lld new, accepted %.2f, %.1f tok/s   ",
                         (long long)pi + 1, (long long)n_prompts, (long long)t + 1, (long long)st.prompt_tokens,
@@ -734,7 +764,7 @@ int main(int argc, char **argv) {
         }
     }
     if (n_prompts > 1 || max_turns > 1) fputc('\n', stderr);
-    if (prompts_jsonl || stats_out) summary_print(&sum, dft != NULL, stdout);
+    if (prompts_jsonl || stats_out) summary_print(&sum, dft || ngd, stdout);
     rc = 0;
 done:
     if (stats_f) fclose(stats_f);
@@ -748,6 +778,7 @@ done:
     free(prompt_buf);
     ms_ids_free(&ids);
     ms_dft_free(&dft);
+    ms_ngd_free(&ngd);
     ms_tgt_free(&tgt);
     ms_model_free(&model);
     ms_tok_free(&tok);

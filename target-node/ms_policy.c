@@ -1,0 +1,105 @@
+/* ms_policy.c — the cost-aware verify policy (ms_policy.h). */
+#include "ms_policy.h"
+
+#include <math.h>
+#include <string.h>
+
+void ms_cost_init(ms_cost *c) { memset(c, 0, sizeof *c); }
+
+void ms_cost_observe(ms_cost *c, int64_t n, double s) {
+    if (n < 1 || n > MS_TREE_MAX || !(s > 0.0) || !isfinite(s)) return;
+    c->c[n] = c->c[n] > 0.0 ? c->c[n] + (s - c->c[n]) / 8.0 : s;
+}
+
+bool ms_cost_ready(const ms_cost *c) {
+    if (!(c->c[1] > 0.0)) return false;
+    for (int64_t n = 2; n <= MS_TREE_MAX; n++)
+        if (c->c[n] > 0.0) return true;
+    return false;
+}
+
+double ms_cost_at(const ms_cost *c, int64_t n) {
+    if (n < 1) n = 1;
+    if (n > MS_TREE_MAX) n = MS_TREE_MAX;
+    if (c->c[n] > 0.0) return c->c[n];
+    int64_t lo = n - 1, hi = n + 1;
+    while (lo >= 1 && !(c->c[lo] > 0.0)) lo--;
+    while (hi <= MS_TREE_MAX && !(c->c[hi] > 0.0)) hi++;
+    if (lo >= 1 && hi <= MS_TREE_MAX)
+        return c->c[lo] + (c->c[hi] - c->c[lo]) * (double)(n - lo) / (double)(hi - lo);
+    if (lo < 1) return hi <= MS_TREE_MAX ? c->c[hi] : 0.0; /* below every measure: no cheaper than the smallest */
+    int64_t lo2 = lo - 1;
+    while (lo2 >= 1 && !(c->c[lo2] > 0.0)) lo2--;
+    /* one measure only: assume every further row costs a whole forward (no speculation is assumed to pay) */
+    const double slope = lo2 >= 1 ? (c->c[lo] - c->c[lo2]) / (double)(lo - lo2) : c->c[lo] / (double)lo;
+    return c->c[lo] + (slope > 0.0 ? slope : 0.0) * (double)(n - lo);
+}
+
+int64_t ms_policy_prune(const ms_tree *in, const ms_cost *c, ms_tree *out, int32_t *map, double *expected) {
+    const int64_t n = in->n;
+    double p[MS_TREE_MAX];
+    int32_t order[MS_TREE_MAX];
+    bool keep[MS_TREE_MAX];
+    /* P(v): exp(score), at most the parent's (parents precede children) */
+    p[0] = 1.0;
+    for (int64_t i = 1; i < n; i++) {
+        double q = exp((double)in->score[i]);
+        if (!(q <= 1.0)) q = q > 1.0 ? 1.0 : 0.0; /* NaN → 0 */
+        const double pp = p[in->parent[i]];
+        p[i] = q < pp ? q : pp;
+    }
+    int64_t best_k = n - 1;
+    double best_sum = 0.0;
+    /* nodes 1..n-1 by P descending, ties to the lower index (so parents come first) */
+    for (int64_t i = 1; i < n; i++) order[i - 1] = (int32_t)i;
+    for (int64_t i = 1; i < n - 1; i++) { /* insertion sort: n ≤ 64 */
+        const int32_t v = order[i];
+        int64_t j = i - 1;
+        while (j >= 0 && (p[order[j]] < p[v] || (p[order[j]] == p[v] && order[j] > v))) {
+            order[j + 1] = order[j];
+            j--;
+        }
+        order[j + 1] = v;
+    }
+    if (ms_cost_ready(c)) {
+        double sum = 0.0, best = 1.0 / ms_cost_at(c, 1);
+        best_k = 0;
+        for (int64_t k = 1; k < n; k++) {
+            sum += p[order[k - 1]];
+            const double r = (1.0 + sum) / ms_cost_at(c, k + 1);
+            if (r > best) {
+                best = r;
+                best_k = k;
+                best_sum = sum;
+            }
+        }
+    } else {
+        for (int64_t k = 0; k < n - 1; k++) best_sum += p[order[k]];
+    }
+    memset(keep, 0, sizeof keep);
+    keep[0] = true;
+    for (int64_t k = 0; k < best_k; k++) keep[order[k]] = true;
+    int32_t idx[MS_TREE_MAX]; /* in's node → out's, or −1 */
+    memset(out, 0, sizeof *out);
+    for (int64_t i = 0; i < n; i++) {
+        idx[i] = -1;
+        if (!keep[i] || (i > 0 && idx[in->parent[i]] < 0)) continue; /* a parent is kept first (P order) */
+        const int32_t j = (int32_t)out->n++;
+        idx[i] = j;
+        map[j] = (int32_t)i;
+        out->token[j] = in->token[i];
+        out->score[j] = in->score[i];
+        if (i == 0) {
+            out->parent[0] = -1;
+            out->depth[0] = 0;
+            out->mask[0] = 1;
+        } else {
+            const int32_t pj = idx[in->parent[i]];
+            out->parent[j] = pj;
+            out->depth[j] = out->depth[pj] + 1;
+            out->mask[j] = out->mask[pj] | (uint64_t)1 << j;
+        }
+    }
+    if (expected) *expected = best_sum;
+    return out->n;
+}

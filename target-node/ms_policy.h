@@ -1,0 +1,47 @@
+/* ms_policy.h — the cost-aware verify policy (issue 32): verify only the part
+ * of a draft tree that pays on this machine.
+ *
+ * A verify forward of n rows costs c(n) (seconds; on a CPU c(2) ≈ 1.1-1.2
+ * c(1) and each further row 0.1-0.4 c(1), depending on the instruction set
+ * and the model). A node v of the tree is accepted with probability about
+ * P(v) = exp(score(v)) (the draft's cumulative log-probability; the n-gram
+ * source scores its tokens by their measured acceptance, ms_ngram.h), capped
+ * by its parent's (a node is accepted only after its parent). Verifying a
+ * prefix-closed set S of nodes yields 1 + Σ_{v∈S} P(v) tokens on average, so
+ * the policy keeps the k nodes of highest P (parents first) for the k that
+ * maximises (1 + Σ P) / c(k + 1); k = 0, the root alone, is a plain decode
+ * step, so a round is never expected to be slower than AR. Pruning only
+ * removes candidates: greedy output is the target's own and sampling stays
+ * exact (ms_tgt_verify_tree tests the kept children in the same order).
+ *
+ * The cost table is measured on this machine: ms_tgt calibrates it once
+ * (forwards of 1, 2, 4, 8, 16 rows) and every verify forward updates it
+ * (an exponential average, so it follows the context's growth); unmeasured
+ * sizes are interpolated linearly between measured neighbours, and past the
+ * largest measured size extrapolated with the slope of the last two.
+ */
+#ifndef MS_POLICY_H
+#define MS_POLICY_H
+
+#include "ms_msg.h"
+
+typedef struct {
+    double c[MS_TREE_MAX + 1]; /* c[n]: seconds for a forward of n rows; 0 = not measured */
+} ms_cost;
+
+void ms_cost_init(ms_cost *c);
+/* A forward of n rows (1..MS_TREE_MAX) took s seconds. The first measure
+ * sets c[n], later ones move it by 1/8 of the difference. */
+void ms_cost_observe(ms_cost *c, int64_t n, double s);
+/* True when c[1] and some c[n > 1] are measured. */
+bool ms_cost_ready(const ms_cost *c);
+/* The cost of n rows: measured, interpolated or extrapolated (see above). */
+double ms_cost_at(const ms_cost *c, int64_t n);
+
+/* The subtree of `in` worth verifying (above) into *out, nodes in their
+ * original order; map[i] = out's node i in `in`. Without a ready cost table
+ * the whole tree is kept. Returns out->n; *expected (may be NULL) gets the
+ * estimate of accepted draft tokens Σ P over the kept nodes. */
+int64_t ms_policy_prune(const ms_tree *in, const ms_cost *c, ms_tree *out, int32_t *map, double *expected);
+
+#endif
