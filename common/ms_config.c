@@ -66,9 +66,10 @@ static const cfg_key g_keys[] = {
              "f32 path. Output stays the target's own either way (the draft never changes it)"),
 
     KEY_BOOL("draft.enabled", draft.enabled, 1, "false: no draft node, the target decodes alone (autoregressive)"),
-    KEY_ENUM("draft.kind", draft.kind, "layerskip", "layerskip|lm|eagle",
+    KEY_ENUM("draft.kind", draft.kind, "layerskip", "layerskip|lm|eagle|layerskip+ngram|lm+ngram|eagle+ngram",
              "draft model: layerskip (the target's first draft.layers layers, no extra weights), lm (a "
-             "small LM sharing the tokenizer), eagle (an EAGLE head on the target's features)"),
+             "small LM sharing the tokenizer), eagle (an EAGLE head on the target's features); +ngram: the "
+             "n-gram source (continuations of the request's own text) merged into every tree"),
     KEY_STR("draft.model", K_PATH, draft.model, "", 0,
             "lm: the draft model folder; eagle: the EAGLE head folder; layerskip: unused (uses target.model)"),
     KEY_INT("draft.layers", draft.layers, 1, 1, 1024, "layerskip: how many of the target's first layers draft"),
@@ -79,6 +80,10 @@ static const cfg_key g_keys[] = {
               "confidence stop: a round drafts no further once the draft's top-1 probability at a step (tree mode: "
               "the best cumulative probability of a level) is below p_min; that token is still verified. 0 = off; "
               "> 1: one draft step per round"),
+    KEY_ENUM("draft.policy", draft.policy, "cost", "cost|all",
+             "cost: the target verifies only the part of each tree expected to pay on this machine and skips "
+             "the draft model while it does not pay (verify costs measured at the first request); all: every "
+             "drafted node, every round"),
     KEY_BOOL("draft.adaptive", draft.adaptive, 0,
              "adapt the draft depth per request between 1 and tree.depth+1 tokens from the recent acceptance "
              "(grow by one after a fully accepted round, shrink towards the accepted-length average + 1)"),
@@ -637,7 +642,8 @@ static ms_status check_cross(cfg_ctx *x, const ms_cfg *c) {
     if (!c->target.model[0])
         return cfg_fail(x, MS_ERR_NOT_FOUND, line_of(x, "target.model"), "target.model",
                         "required (the target model folder)");
-    if (c->draft.enabled && (!strcmp(c->draft.kind, "lm") || !strcmp(c->draft.kind, "eagle")) && !c->draft.model[0])
+    if (c->draft.enabled && (!strncmp(c->draft.kind, "lm", 2) || !strncmp(c->draft.kind, "eagle", 5)) &&
+        !c->draft.model[0])
         return cfg_fail(x, MS_ERR_NOT_FOUND, line_of2(x, "draft.kind", "draft.model"), "draft.model",
                         "required when draft.kind is \"%s\"", c->draft.kind);
     if (c->draft.enabled && !strcmp(c->vocab.mode, "static") && !c->vocab.list[0])

@@ -70,7 +70,7 @@ typedef struct {
     } target;
     struct {
         bool enabled;                   /* false: the target runs alone (autoregressive) */
-        char kind[MS_CFG_ENUM_MAX];     /* "layerskip" | "lm" | "eagle" */
+        char kind[MS_CFG_ENUM_MAX];     /* "layerskip" | "lm" | "eagle", each optionally + "+ngram" */
         char model[PATH_MAX];           /* lm: draft model; eagle: EAGLE head; layerskip: unused */
         int64_t layers;                 /* layerskip: first N target layers */
         int64_t max_ctx;                /* 0: the model's default */
@@ -78,6 +78,7 @@ typedef struct {
         char device[MS_CFG_NAME_MAX];
         double p_min;                   /* confidence stop of the draft (0: off; ms_tree.h) */
         bool adaptive;                  /* adaptive draft depth per request (ms_draft.h) */
+        char policy[MS_CFG_ENUM_MAX];   /* "cost" | "all": ms_gen_params.cost_policy (target-node/ms_policy.h) */
     } draft;
     struct {
         char mode[MS_CFG_ENUM_MAX];     /* "dynamic" | "static" | "full" | "specvocab" | "dynaspec" | "…+window" */

@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
     ms_k_cpu_set_threads(cfg.draft.threads > 0 ? (int)cfg.draft.threads : ms_pool_cores()); /* 0: every core */
 
     ms_dft_opts o = ms_dft_opts_default();
-    if (!ms_draft_kind_parse(cfg.draft.kind, &o.kind) || !ms_dft_vocab_parse(cfg.vocab.mode, &o.vocab, &o.vsel) ||
+    if (!ms_dft_kind_parse(cfg.draft.kind, &o.kind, &o.ngram) || o.kind == MS_DRAFT_NGRAM || !ms_dft_vocab_parse(cfg.vocab.mode, &o.vocab, &o.vsel) ||
         !ms_vocab_stream_parse(cfg.vocab.stream, &o.stream) || !ms_dft_head_parse(cfg.vocab.lm_head, &o.lm_head)) {
         MS_LOG_ERROR("%s: bad draft.kind '%s', vocab.mode '%s', vocab.stream '%s' or vocab.lm_head '%s'", cfg.source,
                      cfg.draft.kind, cfg.vocab.mode, cfg.vocab.stream, cfg.vocab.lm_head);

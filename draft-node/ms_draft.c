@@ -45,6 +45,9 @@ struct ms_dft {
     float *pend_feat;  /* eagle: [pending.n, d] */
     int64_t pend_cap;
     ms_tree tree;      /* the last tree drafted */
+    bool skip_next;    /* the last verdict asked for a tree without the model (ms_msg_verify.skip_model) */
+    bool skipped;      /* the last tree was made so: its verdict's tokens join `pending` */
+    bool lagging;      /* `pending` holds tokens of rounds made without the model (see CATCHUP_MAX) */
     int64_t len;       /* adaptive depth: draft tokens along the deepest path of the next tree (ms_draft.h) */
     double len_ema;    /* adaptive depth: EMA of accepted draft tokens per round */
     ms_draft_stats next_stats; /* coverage and vocab time to report with the next tree */
@@ -611,6 +614,8 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     d->len = d->o.tree.depth + 1;
     d->len_ema = (double)d->len;
     d->pre_active = false;
+    d->skip_next = m->skip_model;
+    d->skipped = d->lagging = false;
     if (d->ng) {
         ms_ngram_begin(d->ng, m->prompt, m->n_prompt, m->root);
     }
@@ -661,6 +666,27 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     return MS_OK;
 }
 
+/* Rounds made without the model leave their tokens pending; when the model
+ * runs again it commits them first. More than CATCHUP_MAX of them would cost
+ * the probe round more than the target's gate saves by skipping (a 64-row
+ * forward of a 0.5B draft is ~13 decode steps of a 1.5B target on AVX2), so
+ * the draft then restarts its KV from the last CATCHUP_MAX tokens: a shorter
+ * context for the draft (lower acceptance, never other output). */
+#define CATCHUP_MAX 16
+
+static ms_status catch_up(ms_dft *d) {
+    d->lagging = false;
+    if (d->pending.n <= CATCHUP_MAX) return MS_OK;
+    const int64_t drop = d->pending.n - CATCHUP_MAX;
+    memmove(d->pending.v, d->pending.v + drop, (size_t)CATCHUP_MAX * sizeof *d->pending.v);
+    d->pending.n = CATCHUP_MAX;
+    ms_model_reset(d->lm);
+    d->committed = 0;
+    d->kv_chain = 0;
+    if (d->root_prev) memset(d->root_hid, 0, (size_t)d->d * sizeof(float)); /* as begin: position 0 has no predecessor */
+    return MS_OK;
+}
+
 static ms_status draft_impl(void *ctx, uint64_t rid, int64_t round, ms_msg_tree *out) {
     ms_dft *d = ctx;
     if (!d->active || rid != d->rid)
@@ -668,7 +694,32 @@ static ms_status draft_impl(void *ctx, uint64_t rid, int64_t round, ms_msg_tree 
     if (round != d->round + 1 || (d->round > 0 && d->tree.n == 0) || d->pre_active)
         MS_FAIL(MS_ERR_INVALID, "draft: round %lld out of order (last drafted %lld)", (long long)round,
                 (long long)d->round);
-    MS_TRY(draft_round(d, rid, round, out));
+    /* The target's cost policy found the model's nodes not worth their time:
+     * a tree of the root (and the n-gram part) without running the model;
+     * what is pending waits for the next round that runs it. Not for eagle
+     * (its pending rows pair each token with a feature of its own round). */
+    d->skipped = d->skip_next && !d->eg;
+    if (!d->skipped && d->lagging) MS_TRY(catch_up(d));
+    if (d->skipped) {
+        ms_tree *t = &d->tree;
+        memset(t, 0, sizeof *t);
+        t->n = 1;
+        t->token[0] = d->root;
+        t->parent[0] = -1;
+        t->mask[0] = 1;
+        d->n_sub = 0;
+        d->kv_chain = 0;
+        memset(out, 0, sizeof *out);
+        out->request_id = rid;
+        out->round = round;
+        out->tree = *t;
+        out->stats = d->next_stats;
+        out->stats.vocab_size = ms_vocab_size(ms_head_rows(d->hd));
+        memset(&d->next_stats, 0, sizeof d->next_stats);
+        d->round = round;
+    } else {
+        MS_TRY(draft_round(d, rid, round, out));
+    }
     if (d->ng) {
         /* the continuation under the root, sharing the nodes the draft
          * already proposed; it never displaces them */
@@ -754,6 +805,16 @@ static void ngram_accept(ms_dft *d, const ms_msg_verify *m) {
 /* Rows to commit next round: lm — the accepted tokens and the bonus;
  * eagle — each path node's feature paired with the token after it. */
 static ms_status set_pending(ms_dft *d, const ms_msg_verify *m) {
+    if (d->skipped) { /* nothing of this tree ran: the emitted tokens queue behind what waits */
+        int32_t emitted[MS_TREE_MAX + 1];
+        const int64_t n = emitted_tokens(d, m, emitted);
+        MS_TRY(pend_reserve(d, d->pending.n + n));
+        memcpy(d->pending.v + d->pending.n, emitted, (size_t)n * sizeof *emitted);
+        d->pending.n += n;
+        d->root = m->bonus;
+        d->lagging = true;
+        return MS_OK;
+    }
     MS_TRY(pend_reserve(d, m->n_path + 1));
     d->pending.n = 0;
     if (d->eg) {
@@ -800,6 +861,7 @@ static ms_status accept_impl(void *ctx, const ms_msg_verify *m) {
     MS_TRY(rollback_predraft(d));
     adapt_len(d, m);
     ngram_accept(d, m);
+    d->skip_next = m->skip_model;
     MS_TRY(apply_vocab(d, m, &d->next_stats));
     return set_pending(d, m);
 }
@@ -868,6 +930,7 @@ static ms_status accept_overlap_impl(ms_dft *d, const ms_msg_verify *m, bool *hi
     ngram_accept(d, m);
     bool same = d->pre_active && m->n_path == d->pre_n_path && m->bonus == d->pre_bonus &&
                 !memcmp(m->path, d->pre_path, (size_t)m->n_path * sizeof *m->path);
+    d->skip_next = m->skip_model;
     if (!same) {
         if (d->pre_active) d->pre_misses++;
         MS_TRY(rollback_predraft(d));

@@ -176,15 +176,18 @@ int64_t ms_ngram_propose(ms_ngram *g, int32_t *ids, float *logp) {
 
 void ms_ngram_commit(ms_ngram *g, const int32_t *emitted, int64_t n) {
     if (g->n_last > 0) {
-        /* accepted: the proposal's prefix on the accepted path (the bonus excluded) */
+        /* Scored against what the target emitted, the bonus included: a token
+         * that matches it would have been accepted had it been verified (the
+         * cost policy may have left it out), so left-out proposals do not
+         * count as refused. Positions past the emitted tokens are untried. */
         int64_t a = 0;
-        while (a < g->n_last && a < n - 1 && emitted[a] == g->last[a]) a++;
+        while (a < g->n_last && a < n && emitted[a] == g->last[a]) a++;
         float *acc = g->acc[g->last_match], *tried = g->tried[g->last_match];
-        for (int64_t i = 0; i <= a && i < g->n_last; i++) {
+        for (int64_t i = 0; i <= a && i < g->n_last && i < n; i++) {
             acc[i] = NG_DECAY * acc[i] + (1.0f - NG_DECAY) * NG_PRIOR_ACC + (i < a ? 1.0f : 0.0f);
             tried[i] = NG_DECAY * tried[i] + (1.0f - NG_DECAY) * NG_PRIOR_TRIED + 1.0f;
         }
-        g->accepted += a;
+        g->accepted += a < n - 1 ? a : n - 1; /* on the accepted path */
         g->n_last = 0;
     }
     ms_ngram_append(g, emitted, n);
@@ -320,5 +323,5 @@ static void ngd_end(void *ctx, uint64_t rid) {
 }
 
 ms_draft_port ms_ngd_port(ms_ngd *d) {
-    return (ms_draft_port){.ctx = d, .begin = ngd_begin, .draft = ngd_draft, .accept = ngd_accept, .end = ngd_end};
+    return (ms_draft_port){.ctx = d, .model_free = true, .begin = ngd_begin, .draft = ngd_draft, .accept = ngd_accept, .end = ngd_end};
 }

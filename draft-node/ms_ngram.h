@@ -68,8 +68,8 @@ int64_t ms_ngram_lookup(const ms_ngram *g, int64_t max, int32_t *out, int64_t *n
  *
  * The tree's node scores are log-estimates of acceptance (the target's cost
  * policy prunes by them, ms_policy.h). A continuation's i-th token is scored
- * log p(i | n_match): the running share of rounds in which it was accepted
- * when the one before it was, per suffix length matched and position (counts
+ * log p(i | n_match): the running share of rounds in which it matched what
+ * the target emitted when the one before it did, per suffix length matched and position (counts
  * with a prior of 1 in 2, decayed so that a request's own record dominates).
  * Every proposal is fed back by the next commit. */
 
@@ -80,10 +80,11 @@ void ms_ngram_begin(ms_ngram *g, const int32_t *prompt, int64_t n, int32_t root)
  * count (0: nothing matched). */
 int64_t ms_ngram_propose(ms_ngram *g, int32_t *ids, float *logp);
 /* A verdict: emitted[n] = the accepted draft tokens then the bonus. The last
- * proposal (if any since the last commit) is scored against the accepted
- * tokens; then the history grows by emitted. */
+ * proposal (if any since the last commit) is scored against emitted, the
+ * bonus included (what the target chose, whether or not the proposal was
+ * verified); then the history grows by emitted. */
 void ms_ngram_commit(ms_ngram *g, const int32_t *emitted, int64_t n);
-/* Tokens proposed and accepted since creation (statistics). */
+/* Tokens proposed, and accepted on a verified path, since creation (statistics). */
 void ms_ngram_counts(const ms_ngram *g, int64_t *proposed, int64_t *accepted);
 
 /* Puts the chain ids[n] under t's root: the longest prefix already in the

@@ -45,6 +45,8 @@ typedef struct {
     int32_t root;            /* first token the target emitted (root of round 1's tree) */
     const float *features;   /* eagle drafts: target final-norm hidden states [n_prompt, feat_dim]; else NULL */
     int64_t feat_dim;
+    bool skip_model;         /* round 1 goes without the draft model (ms_msg_verify.skip_model): the target's
+                                cost policy found it not paying on the last request. Only on the wire when true. */
 } ms_msg_begin;
 
 /* Draft side statistics of one round, reported with the tree. */
@@ -76,6 +78,9 @@ typedef struct {
     int64_t k_ver;
     const float *features;       /* eagle: target final-norm hidden states of the path nodes [n_path, feat_dim] */
     int64_t feat_dim;
+    bool skip_model;             /* the target's cost policy: make the next tree without running the draft
+                                    model (its n-gram part only; the tokens are committed when the model runs
+                                    again). false = draft as configured. Only on the wire when true. */
 } ms_msg_verify;
 
 /* How the target drives a draft: in process (draft-node's ms_dft_port) or
@@ -84,6 +89,7 @@ typedef struct {
 typedef struct {
     void *ctx;
     bool wants_features; /* eagle drafts need target hidden states in begin/verify */
+    bool model_free;     /* no draft model to run (the n-gram draft): the cost policy's gate does not apply */
     ms_status (*begin)(void *ctx, const ms_msg_begin *m);
     ms_status (*draft)(void *ctx, uint64_t request_id, int64_t round, ms_msg_tree *out);
     ms_status (*accept)(void *ctx, const ms_msg_verify *m);

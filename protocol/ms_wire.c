@@ -28,7 +28,7 @@ enum {
     K_ACCEPTED, K_REASON, K_PROMPT, K_K_PRE, K_TOPK_PRE, K_ROOT, K_TENSOR, K_N, K_TOKEN, K_PARENT,
     K_DEPTH, K_SCORE, K_STATS, K_N_PATH, K_PATH, K_BONUS, K_K_VER, K_VER_TOPK, K_CODE, K_MESSAGE,
     K_SEQ, K_T_NS, K_XFER_OFFER, K_GPU_UUID, K_HOST_ID, K_XFER_ROWS, K_IPC_MEM, K_IPC_EVENT, K_XFER, K_NCCL_ID,
-    K_AUTH, K_NONCE, K_COUNT
+    K_AUTH, K_NONCE, K_SKIP_MODEL, K_COUNT
 };
 
 static const char *const key_names[K_COUNT] = {
@@ -36,7 +36,7 @@ static const char *const key_names[K_COUNT] = {
     "accepted", "reason", "prompt", "k_pre", "topk_pre", "root", "tensor", "n", "token", "parent",
     "depth", "score", "stats", "n_path", "path", "bonus", "k_ver", "ver_topk", "code", "message",
     "seq", "t_ns", "xfer_offer", "gpu_uuid", "host_id", "xfer_rows", "ipc_mem", "ipc_event", "xfer", "nccl_id",
-    "auth", "nonce",
+    "auth", "nonce", "skip_model",
 };
 
 #define B(k) (UINT64_C(1) << (k))
@@ -56,13 +56,15 @@ static const struct {
                        B_HELLO_XFER | B(K_AUTH)},
     [MS_WIRE_HELLO_ACK] = {"hello_ack", B_ENV | B(K_ACCEPTED) | B(K_REASON) | B_ACK_XFER | B(K_NONCE),
                            B_ACK_XFER | B(K_NONCE)},
-    [MS_WIRE_BEGIN] = {"begin", B_ENV | B(K_PROMPT) | B(K_K_PRE) | B(K_TOPK_PRE) | B(K_ROOT) | B(K_TENSOR),
-                       B(K_TENSOR)},
+    [MS_WIRE_BEGIN] = {"begin",
+                       B_ENV | B(K_PROMPT) | B(K_K_PRE) | B(K_TOPK_PRE) | B(K_ROOT) | B(K_TENSOR) | B(K_SKIP_MODEL),
+                       B(K_TENSOR) | B(K_SKIP_MODEL)},
     [MS_WIRE_TREE] = {"tree",
                       B_ENV | B(K_N) | B(K_TOKEN) | B(K_PARENT) | B(K_DEPTH) | B(K_SCORE) | B(K_STATS), 0},
     [MS_WIRE_VERIFY] = {"verify",
-                        B_ENV | B(K_N_PATH) | B(K_PATH) | B(K_BONUS) | B(K_K_VER) | B(K_VER_TOPK) | B(K_TENSOR),
-                        B(K_TENSOR)},
+                        B_ENV | B(K_N_PATH) | B(K_PATH) | B(K_BONUS) | B(K_K_VER) | B(K_VER_TOPK) | B(K_TENSOR) |
+                            B(K_SKIP_MODEL),
+                        B(K_TENSOR) | B(K_SKIP_MODEL)},
     [MS_WIRE_CANCEL] = {"cancel", B_ENV | B(K_REASON), 0},
     [MS_WIRE_END] = {"end", B_ENV, 0},
     [MS_WIRE_ERROR] = {"error", B_ENV | B(K_CODE) | B(K_MESSAGE), 0},
@@ -412,6 +414,8 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
         n_opt += m->u.ack.xfer == MS_WIRE_VIA_NCCL ? 2 : 1;
     if (m->type == MS_WIRE_HELLO && !all_zero(m->u.hello.auth, MS_WIRE_AUTH_BYTES)) n_opt++;
     if (m->type == MS_WIRE_HELLO_ACK && !all_zero(m->u.ack.nonce, MS_WIRE_NONCE_BYTES)) n_opt++;
+    if ((m->type == MS_WIRE_VERIFY && m->u.verify.skip_model) || (m->type == MS_WIRE_BEGIN && m->u.begin.skip_model))
+        n_opt++;
     int n_keys = __builtin_popcountll(type_info[m->type].keys & ~type_info[m->type].optional) + 2 + n_opt;
     msgpack_pack_map(&pk, (size_t)n_keys);
     put_i64(&pk, "v", MS_PROTO_VERSION);
@@ -455,6 +459,7 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
         put_i64(&pk, "k_pre", b->k_pre);
         put_i32s(&pk, "topk_pre", b->topk_pre, b->n_prompt * b->k_pre);
         put_i64(&pk, "root", b->root);
+        if (b->skip_model) put_bool(&pk, "skip_model", true);
         if (feat || announced)
             put_tensor(&pk, m->tensor_seq, m->tensor.via, feat ? MS_DTYPE_F32 : m->tensor.dtype, b->n_prompt,
                        b->feat_dim, tbytes);
@@ -487,6 +492,7 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
         put_i64(&pk, "bonus", v->bonus);
         put_i64(&pk, "k_ver", v->k_ver);
         put_i32s(&pk, "ver_topk", v->ver_topk, v->n_path * v->k_ver);
+        if (v->skip_model) put_bool(&pk, "skip_model", true);
         if (feat || announced)
             put_tensor(&pk, m->tensor_seq, m->tensor.via, feat ? MS_DTYPE_F32 : m->tensor.dtype, v->n_path,
                        v->feat_dim, tbytes);
@@ -950,6 +956,8 @@ static ms_status rd_field(rd *r, int k, ms_wire_msg *m, dstate *d) {
         m->u.verify.bonus = (int32_t)x;
         return MS_OK;
     case K_K_VER: return rd_i64(r, f, 0, MS_WIRE_TOPK_MAX, &m->u.verify.k_ver);
+    case K_SKIP_MODEL:
+        return rd_bool(r, f, m->type == MS_WIRE_BEGIN ? &m->u.begin.skip_model : &m->u.verify.skip_model);
     case K_VER_TOPK:
         MS_TRY(rd_ids_arena(r, f, (int64_t)MS_TREE_MAX * MS_WIRE_TOPK_MAX, &a->topk, &a->topk_cap, &d->len[k]));
         m->u.verify.ver_topk = a->topk;
@@ -1238,6 +1246,7 @@ bool ms_wire_msg_equal(const ms_wire_msg *a, const ms_wire_msg *b, char *why, si
         if (x->k_pre != y->k_pre) DIFF("begin.k_pre");
         if (!same_i32s(x->topk_pre, y->topk_pre, x->n_prompt * x->k_pre)) DIFF("begin.topk_pre");
         if (x->root != y->root) DIFF("begin.root");
+        if (x->skip_model != y->skip_model) DIFF("begin.skip_model");
         if (!same_features(x->features, x->feat_dim, y->features, y->feat_dim, x->n_prompt)) DIFF("begin.features");
         if (x->features && a->tensor_seq != b->tensor_seq) DIFF("tensor_seq");
         if (!same_announce(a, b, x->feat_dim, y->feat_dim)) DIFF("begin.tensor (via)");
@@ -1269,6 +1278,7 @@ bool ms_wire_msg_equal(const ms_wire_msg *a, const ms_wire_msg *b, char *why, si
         if (!same_i32s(x->path, y->path, x->n_path)) DIFF("verify.path");
         if (x->bonus != y->bonus) DIFF("verify.bonus");
         if (x->k_ver != y->k_ver) DIFF("verify.k_ver");
+        if (x->skip_model != y->skip_model) DIFF("verify.skip_model");
         if (!same_i32s(x->ver_topk, y->ver_topk, x->n_path * x->k_ver)) DIFF("verify.ver_topk");
         if (!same_features(x->features, x->feat_dim, y->features, y->feat_dim, x->n_path)) DIFF("verify.features");
         if (x->features && a->tensor_seq != b->tensor_seq) DIFF("tensor_seq");

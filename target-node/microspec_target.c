@@ -215,6 +215,7 @@ static ms_status backend_run(void *ctx, const ms_http_request *req, bool (*emit)
     gp.seed = req->has_seed ? req->seed : (uint64_t)ms_now_ns();
     gp.k_pre = s->cfg.vocab.k_pre;
     gp.k_ver = s->cfg.vocab.k_ver;
+    gp.cost_policy = !strcmp(s->cfg.draft.policy, "cost");
     const int32_t *eos;
     int n_eos = ms_tok_eos(s->tok, &eos);
     for (int i = 0; i < n_eos && gp.n_stop < MS_MAX_STOP; i++) gp.stop_ids[gp.n_stop++] = eos[i];
@@ -353,7 +354,7 @@ int main(int argc, char **argv) {
                            .client_public = c->link.curve.client_public,
                            .secret_file = secret_path ? secret_path : c->link.secret_file};
         if (ms_link_bind(&lo, &s.link) < 0) goto done;
-        if (!strcmp(c->draft.kind, "eagle")) {
+        if (!strncmp(c->draft.kind, "eagle", 5)) {
             /* The target's features are host f32 today: on a GPU the transport
              * uploads them (see ms_xfer.h). Rows per message: a verify path;
              * longer begin prompts go as host frames. */
@@ -365,7 +366,7 @@ int main(int argc, char **argv) {
             if (!ms_xfer_kind_parse(c->link.tensor, &xo.policy) || ms_xfer_new(&xo, false, &s.xfer) < 0) goto done;
             ms_link_set_xfer(s.link, s.xfer);
         }
-        if (ms_remote_new(s.link, (int)c->link.deadline_ms, !strcmp(c->draft.kind, "eagle"), on_hello, &s, &s.remote) < 0)
+        if (ms_remote_new(s.link, (int)c->link.deadline_ms, !strncmp(c->draft.kind, "eagle", 5), on_hello, &s, &s.remote) < 0)
             goto done;
         if (pthread_create(&s.pump, NULL, pump_main, &s) != 0) {
             MS_LOG_ERROR("cannot start the link thread");

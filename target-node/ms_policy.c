@@ -103,3 +103,61 @@ int64_t ms_policy_prune(const ms_tree *in, const ms_cost *c, ms_tree *out, int32
     if (expected) *expected = best_sum;
     return out->n;
 }
+
+/* ---- the draft-model gate ---------------------------------------------------- */
+
+#define GATE_DECAY 0.9
+#define GATE_WARM 5
+#define GATE_PROBE 4
+#define GATE_MARGIN 0.95 /* the model keeps running unless clearly behind (timing noise) */
+#define GATE_BACKOFF_MIN 16
+#define GATE_BACKOFF_MAX 128
+
+void ms_gate_init(ms_gate *g) {
+    memset(g, 0, sizeof *g);
+    g->d_s = -1.0;
+    g->backoff = GATE_BACKOFF_MIN;
+}
+
+void ms_gate_observe(ms_gate *g, bool skipped, bool catchup, int64_t tokens, double draft_s, double verify_s) {
+    if (skipped) {
+        g->p_tok = GATE_DECAY * g->p_tok + (double)tokens;
+        g->p_s = GATE_DECAY * g->p_s + draft_s + verify_s;
+    } else if (!catchup || g->d_s >= 0.0) {
+        /* a round that first commits a prompt or the tokens of skipped
+         * rounds is charged an ordinary round's draft time (none known yet:
+         * the round is not counted) */
+        const double d = catchup ? g->d_s : draft_s;
+        if (!catchup) g->d_s = g->d_s >= 0.0 ? GATE_DECAY * g->d_s + (1.0 - GATE_DECAY) * draft_s : draft_s;
+        g->m_tok = GATE_DECAY * g->m_tok + (double)tokens;
+        g->m_s = GATE_DECAY * g->m_s + d + verify_s;
+        g->m_rounds++;
+    }
+    g->prev_skipped = skipped;
+}
+
+static bool gate_decide(ms_gate *g, double c1) {
+    if (g->skip_left > 0) {
+        g->skip_left--;
+        return true;
+    }
+    if (g->prev_skipped) { /* a run without the model is over: probe it for GATE_PROBE rounds */
+        g->probe_left = GATE_PROBE - 1;
+        return false;
+    }
+    if (g->probe_left > 0) {
+        g->probe_left--;
+        return false;
+    }
+    if (!(c1 > 0.0) || g->m_rounds < GATE_WARM || !(g->m_s > 0.0)) return false;
+    const double rate_m = g->m_tok / g->m_s, rate_p = g->p_s > 0.0 ? g->p_tok / g->p_s : 1.0 / c1;
+    if (rate_m >= GATE_MARGIN * rate_p) {
+        g->backoff = GATE_BACKOFF_MIN;
+        return false;
+    }
+    g->skip_left = g->backoff - 1;
+    g->backoff = g->backoff * 2 < GATE_BACKOFF_MAX ? g->backoff * 2 : GATE_BACKOFF_MAX;
+    return true;
+}
+
+bool ms_gate_next(ms_gate *g, double c1) { return g->next = gate_decide(g, c1); }

@@ -15,7 +15,7 @@
  * exact (ms_tgt_verify_tree tests the kept children in the same order).
  *
  * The cost table is measured on this machine: ms_tgt calibrates it once
- * (forwards of 1, 2, 4, 8, 16 rows) and every verify forward updates it
+ * (forwards of 1, 2, 4, 8 rows) and every verify forward updates it
  * (an exponential average, so it follows the context's growth); unmeasured
  * sizes are interpolated linearly between measured neighbours, and past the
  * largest measured size extrapolated with the slope of the last two.
@@ -43,5 +43,43 @@ double ms_cost_at(const ms_cost *c, int64_t n);
  * the whole tree is kept. Returns out->n; *expected (may be NULL) gets the
  * estimate of accepted draft tokens Σ P over the kept nodes. */
 int64_t ms_policy_prune(const ms_tree *in, const ms_cost *c, ms_tree *out, int32_t *map, double *expected);
+
+/* ---- whether to run the draft model at all ----
+ *
+ * Pruning saves verify rows, not the draft model's time. The gate weighs
+ * the rounds drafted with the model against those without it (the n-gram
+ * part alone, or a plain step): tokens emitted per second of draft port
+ * time + verify, each a decayed sum (weight 0.9 per round of its kind).
+ * When the model's rate falls below 0.95 of the other's (after 5 model rounds; with
+ * no round without it yet, against a plain step, 1 / c(1)), the next
+ * `backoff` rounds go without the model (ms_msg_verify.skip_model), then 4
+ * rounds probe it again; a probe that still loses doubles the backoff (16 up
+ * to 128 rounds), one that wins resets it. A model-free draft (ms_draft_port
+ * .model_free) is not gated. The gate outlives a request (ms_tgt
+ * keeps it): a request starts as the last one ended, so where the model does
+ * not pay a new request does not prefill it (ms_msg_begin.skip_model). The
+ * first model round of a request and a probe also commit what waited (the
+ * prompt, the skipped rounds' tokens): the gate charges them the draft time
+ * of an ordinary model round instead (none known yet: not counted), so a
+ * catch-up is not held against the model. */
+typedef struct {
+    double m_tok, m_s; /* rounds with the model: tokens, seconds */
+    double p_tok, p_s; /* rounds without it */
+    double d_s;        /* draft time of an ordinary model round (decayed mean); < 0 unknown */
+    int64_t m_rounds;
+    int64_t skip_left, backoff, probe_left;
+    bool prev_skipped;
+    bool next;         /* the last decision of ms_gate_next */
+} ms_gate;
+
+void ms_gate_init(ms_gate *g);
+/* A verified round: drafted without the model (skipped) or with it; catchup:
+ * a model round that first committed a prompt or the tokens of skipped
+ * rounds (the first of a request or of a probe); tokens emitted, the draft
+ * port's time and the verify forward's. */
+void ms_gate_observe(ms_gate *g, bool skipped, bool catchup, int64_t tokens, double draft_s, double verify_s);
+/* Whether the next round goes without the model; c1 = the cost of a plain
+ * step (ms_cost_at(c, 1); ≤ 0: unknown, never skip). */
+bool ms_gate_next(ms_gate *g, double c1);
 
 #endif

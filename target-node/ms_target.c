@@ -18,6 +18,7 @@ struct ms_tgt {
     float *topv;    /* [MS_TREE_MAX] scratch values for top-k */
     float *feats;   /* [MS_TREE_MAX, d] hidden states of the path nodes */
     ms_cost cost;   /* verify forward cost by rows (ms_policy.h), kept across requests */
+    ms_gate gate;   /* whether the next tree runs the draft model (ms_policy.h), kept across requests */
     bool calibrated;
 };
 
@@ -36,6 +37,7 @@ ms_status ms_tgt_new(ms_model *model, ms_tgt **out) {
     ms_tgt *t = ms_calloc(1, sizeof *t);
     if (!t) return MS_ERR_NOMEM;
     t->model = model;
+    ms_gate_init(&t->gate);
     t->V = ms_model_vocab(model);
     t->d = ms_model_config(model)->hidden_size;
     t->logits = ms_malloc((size_t)(MS_TREE_MAX * t->V) * sizeof(float));
@@ -174,9 +176,10 @@ void ms_gen_stats_print(const ms_gen_stats *s, FILE *f) {
     fprintf(f, "\n");
     if (s->spec_rounds > 0)
         fprintf(f, "drafted per round: mean %.2f verified (%.2f left out by the cost policy), max %lld tokens; "
-                   "%lld of %lld rounds decoded plainly\n",
+                   "%lld of %lld rounds decoded plainly, %lld without the draft model\n",
                 (double)s->drafted / (double)s->spec_rounds, (double)s->pruned / (double)s->spec_rounds,
-                (long long)s->drafted_max, (long long)s->plain_rounds, (long long)s->spec_rounds);
+                (long long)s->drafted_max, (long long)s->plain_rounds, (long long)s->spec_rounds,
+                (long long)s->skipped_rounds);
     if (s->spec_rounds > 0)
         fprintf(f, "draft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n",
                 (double)s->vocab_sum / (double)s->spec_rounds, (long long)s->vocab_max, ms_gen_stats_coverage(s),
@@ -241,10 +244,10 @@ static void drop_draft(ms_draft_port **draft, ms_gen_stats *st, uint64_t rid, co
     st->draft_failed = true;
 }
 
-/* The cost table's first measure (ms_policy.h): forwards of n = 1, 2, 4, 8,
- * 16 rows of the root token after the committed rows, each then truncated
- * away (the KV is as before; the logits buffer is scratch). Twice for 1 and
- * 2 rows, where the gap the policy weighs is smallest; the minimum. About 12
+/* The cost table's first measure (ms_policy.h): forwards of n = 1, 2, 4, 8
+ * rows of the root token after the committed rows, each then truncated away
+ * (the KV is as before; the logits buffer is scratch). Twice for 1 and 2
+ * rows, where the gap the policy weighs is smallest; the minimum. About 10
  * decode steps; larger trees are extrapolated until a verify measures them. */
 static ms_status calibrate(ms_tgt *t, int32_t root) {
     ms_model *m = t->model;
@@ -252,7 +255,7 @@ static ms_status calibrate(ms_tgt *t, int32_t root) {
     int32_t tok[MS_TREE_MAX];
     for (int i = 0; i < MS_TREE_MAX; i++) tok[i] = root;
     const uint64_t t0 = ms_now_ns();
-    for (int64_t n = 1; n <= 16; n *= 2) {
+    for (int64_t n = 1; n <= 8; n *= 2) {
         if (len0 + n > ms_model_max_ctx(m) || n > ms_model_max_batch(m)) break;
         double best = 0.0;
         for (int rep = 0; rep < (n <= 2 ? 2 : 1); rep++) {
@@ -265,10 +268,10 @@ static ms_status calibrate(ms_tgt *t, int32_t root) {
         ms_cost_observe(&t->cost, n, best);
     }
     t->calibrated = true;
-    MS_LOG_INFO("verify cost measured in %.2f s: 1 row %.2f ms, 2 rows %.2fx, 4 %.2fx, 8 %.2fx, 16 %.2fx",
+    MS_LOG_INFO("verify cost measured in %.2f s: 1 row %.2f ms, 2 rows %.2fx, 4 %.2fx, 8 %.2fx",
                 (double)(ms_now_ns() - t0) * 1e-9, ms_cost_at(&t->cost, 1) * 1e3,
                 ms_cost_at(&t->cost, 2) / ms_cost_at(&t->cost, 1), ms_cost_at(&t->cost, 4) / ms_cost_at(&t->cost, 1),
-                ms_cost_at(&t->cost, 8) / ms_cost_at(&t->cost, 1), ms_cost_at(&t->cost, 16) / ms_cost_at(&t->cost, 1));
+                ms_cost_at(&t->cost, 8) / ms_cost_at(&t->cost, 1));
     return MS_OK;
 }
 
@@ -352,9 +355,13 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     if (p->max_new_tokens <= 0) em.done = true;
     else emit(&em, &root, 1);
 
+    const bool gated = draft && p->cost_policy && !draft->model_free; /* ms_gate: whether the model runs */
+    bool skip_model = gated && t->gate.next; /* the tree being drafted goes without the model */
+    bool catchup = true;                     /* the next model round commits what waited (the prompt first) */
     if (draft && !em.done) {
         ms_msg_begin b = {.request_id = rid, .prompt = prompt, .n_prompt = n, .topk_pre = topk_pre,
-                          .k_pre = p->k_pre, .root = root, .features = feats, .feat_dim = want_feats ? t->d : 0};
+                          .k_pre = p->k_pre, .root = root, .features = feats, .feat_dim = want_feats ? t->d : 0,
+                          .skip_model = skip_model};
         uint64_t c0 = ms_now_ns();
         ms_status ds = draft->begin(draft->ctx, &b);
         port_ns = ms_now_ns() - c0;
@@ -374,10 +381,12 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             break;
         }
         bool spec = false;
+        double draft_s = 0.0; /* port time for this tree (the last accept + this draft) */
         if (draft) {
             uint64_t c0 = ms_now_ns();
             ms_status ds = draft->draft(draft->ctx, rid, round, &tm);
             port_ns += ms_now_ns() - c0;
+            draft_s = (double)port_ns * 1e-9;
             if (ds >= 0) ds = check_tree(&tm, rid, round, root, V);
             if (ds < 0) {
                 drop_draft(&draft, st, rid, "draft", ds);
@@ -419,6 +428,12 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
         MS_TRY_GOTO(s, ms_model_compact(m, len0, rows, n_path), out);
 
         st->rounds++;
+        if (gated && draft) {
+            ms_gate_observe(&t->gate, skip_model, catchup && !skip_model, n_path, draft_s, (double)(b - a) * 1e-9);
+            catchup = skip_model; /* after a round without the model, the next with it catches up */
+            skip_model = ms_gate_next(&t->gate, ms_cost_ready(&t->cost) ? ms_cost_at(&t->cost, 1) : 0.0);
+            st->skipped_rounds += skip_model;
+        }
         if (spec) {
             st->spec_rounds++;
             for (int64_t d = 1; d < n_path; d++) st->accepted_ge[d]++;
@@ -447,7 +462,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
                            (size_t)t->d * sizeof(float));
             }
             ms_msg_verify v = {.request_id = rid, .round = round, .n_path = n_path, .bonus = bonus,
-                               .ver_topk = t->topk, .k_ver = p->k_ver,
+                               .ver_topk = t->topk, .k_ver = p->k_ver, .skip_model = skip_model,
                                .features = want_feats ? t->feats : NULL, .feat_dim = want_feats ? t->d : 0};
             for (int64_t k = 0; k < n_path; k++) v.path[k] = kept_of[path[k]]; /* in the draft's tree */
             uint64_t c0 = ms_now_ns();

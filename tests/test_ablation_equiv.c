@@ -135,6 +135,7 @@ static void run_config(group *g, const draft_spec *ds, const ablation *a, int sh
         ms_gen_params p = g->params[i];
         p.k_pre = (c + k) % 4;
         p.k_ver = (c + k + 1) % 5;
+        p.cost_policy = false; /* the ablations run whole trees every round (test_spec_equiv covers the policy) */
         s = spec_generate(g->tgt, &port, g->prompts[i].v, g->prompts[i].n, &p, &sink, &st);
         SPEC_CHECK(s >= 0, "%s prompt %lld: %s", name, (long long)i, ms_status_str(s));
         if (s < 0) continue;

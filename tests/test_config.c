@@ -388,7 +388,7 @@ static void test_paths(void) {
 static const char *const g_full =
     "target = { model = \"/models/my \\\"target\\\" \\\\ é\"; max_ctx = 2048; threads = 3; device = \"cuda:2\"; q8_matmul = true; };\n"
     "draft = { enabled = false; kind = \"eagle\"; model = \"rel/eagle\"; layers = 2; max_ctx = 1000; threads = 2;\n"
-    "          device = \"cuda:3\"; p_min = 0.35; adaptive = true; };\n"
+    "          device = \"cuda:3\"; p_min = 0.35; adaptive = true; policy = \"all\"; };\n"
     "vocab = { mode = \"static\"; w_max = 99; k_pre = 0; k_ver = 5; list = \"lists/k.txt\"; stream = \"context\";\n"
     "          lm_head = \"indexed\"; artifact = \"sv/a.gguf\"; specvocab_k = 77; budget_decay = 0.5; budget_min = 9;\n"
     "          dynaspec_clusters = 5; dynaspec_decay = 0.25; dynaspec_min = 2; };\n"
@@ -459,6 +459,7 @@ static void test_get_string(void) {
         {"draft.model", "rel/eagle"},
         {"draft.p_min", "0.35"},
         {"draft.adaptive", "true"},
+        {"draft.policy", "all"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         CHECK(ms_cfg_get_string(&c, want[i][0], v, sizeof v) == MS_OK, "%s", want[i][0]);

@@ -219,6 +219,19 @@ static void test_record_and_port(void) {
           "accepted positions: log %g, %g (want %g)", (double)lp[0], (double)lp[1], (double)logf(acc1 / tr1));
     CHECK(fabsf(lp[2] - logf(acc2 / tr1)) < 1e-5f, "the refused position: log %g (want %g)", (double)lp[2],
           (double)logf(acc2 / tr1));
+    /* a proposal the policy left out: the bonus alone matches its first token */
+    const int32_t bonus_only[] = {3};
+    ms_ngram_commit(g, bonus_only, 1);
+    ms_ngram_counts(g, &prop, &acc);
+    CHECK(prop == 8 && acc == 2, "a bonus match is not a path token: %lld proposed, %lld accepted", (long long)prop,
+          (long long)acc);
+    /* history ... 1 2 3: "2 3" was followed by "4 9" last time; position 0 of n = 2 was credited twice, once refused never */
+    CHECK(ms_ngram_propose(g, ids, lp) >= 3 && ids[0] == 4, "proposes after 2 3");
+    const float acc3 = d * acc1 + (1 - d) * pa + 1, tr3 = d * tr1 + (1 - d) * pt + 1;
+    CHECK(fabsf(lp[0] - logf(acc3 / tr3)) < 1e-5f && fabsf(lp[1] - logf(acc1 / tr1)) < 1e-5f &&
+              fabsf(lp[2] - logf(acc2 / tr1)) < 1e-5f,
+          "the bonus match credited position 0 only: log %g (want %g); positions 1, 2 unchanged", (double)lp[0],
+          (double)logf(acc3 / tr3));
     ms_ngram_free(&g);
 
     /* the port: a scripted request */

@@ -149,6 +149,7 @@ static void gen(ms_rng *r, ms_wire_type type, int mode, int64_t max_prompt, stor
         b->prompt = s->prompt = rnd_ids(r, b->n_prompt);
         b->topk_pre = s->topk = rnd_ids(r, b->n_prompt * b->k_pre);
         b->root = rnd_id(r);
+        b->skip_model = mode == SZ_MAX || (mode != SZ_MIN && rnd(r, 0, 1));
         if (mode == SZ_MAX || rnd(r, 0, 1)) {
             b->feat_dim = mode == SZ_MAX ? 16 : rnd(r, 1, 40);
             b->features = s->feat = rnd_feat(r, b->n_prompt * b->feat_dim);
@@ -178,6 +179,7 @@ static void gen(ms_rng *r, ms_wire_type type, int mode, int64_t max_prompt, stor
         for (int64_t i = 1; i < v->n_path; i++)
             v->path[i] = mode == SZ_MAX ? (int32_t)i : (int32_t)rnd(r, v->path[i - 1] + 1, MS_TREE_MAX - v->n_path + i);
         v->bonus = rnd_id(r);
+        v->skip_model = mode == SZ_MAX || (mode != SZ_MIN && rnd(r, 0, 1));
         v->k_ver = mode == SZ_MAX ? MS_WIRE_TOPK_MAX : mode == SZ_MIN ? 0 : rnd(r, 0, 16);
         v->ver_topk = s->topk = rnd_ids(r, v->n_path * v->k_ver);
         if (mode == SZ_MAX || rnd(r, 0, 1)) {
@@ -253,6 +255,10 @@ static void check_with_msgpackc(const ms_wire_buf *b, const ms_wire_msg *m, cons
         CHECK(obj_ids(mget(o, "topk_pre"), m->u.begin.topk_pre, m->u.begin.n_prompt * m->u.begin.k_pre), "%s: topk",
               label);
         CHECK(obj_i64(mget(o, "root"), m->u.begin.root), "%s: root", label);
+        CHECK(m->u.begin.skip_model ? (mget(o, "skip_model") && mget(o, "skip_model")->type == MSGPACK_OBJECT_BOOLEAN &&
+                                       mget(o, "skip_model")->via.boolean)
+                                    : !mget(o, "skip_model"),
+              "%s: begin skip_model only when set, as true", label);
         CHECK(!tn == !m->u.begin.features, "%s: tensor entry", label);
         if (tn) {
             const msgpack_object *sh = mget(tn, "shape");
@@ -287,6 +293,10 @@ static void check_with_msgpackc(const ms_wire_buf *b, const ms_wire_msg *m, cons
         CHECK(obj_ids(mget(o, "ver_topk"), m->u.verify.ver_topk, m->u.verify.n_path * m->u.verify.k_ver), "%s: ver_topk",
               label);
         CHECK(obj_i64(mget(o, "bonus"), m->u.verify.bonus), "%s: bonus", label);
+        CHECK(m->u.verify.skip_model ? (mget(o, "skip_model") && mget(o, "skip_model")->type == MSGPACK_OBJECT_BOOLEAN &&
+                                        mget(o, "skip_model")->via.boolean)
+                                     : !mget(o, "skip_model"),
+              "%s: skip_model only when set, as true", label);
         CHECK(!tn == !m->u.verify.features, "%s: tensor entry", label);
         break;
     case MS_WIRE_HELLO:
@@ -578,6 +588,7 @@ static void test_comparator(void) {
     b = a, b.u.begin.topk_pre = ids, expect_differs(&a, &b, "begin.topk_pre");
     b = a, b.u.begin.k_pre = 1, expect_differs(&a, &b, "begin.k_pre");
     b = a, b.u.begin.root++, expect_differs(&a, &b, "begin.root");
+    b = a, b.u.begin.skip_model = true, expect_differs(&a, &b, "begin.skip_model");
     memcpy(feat, ex_feat_begin, sizeof(ex_feat_begin));
     feat[23] = -feat[23];
     b = a, b.u.begin.features = feat, expect_differs(&a, &b, "begin.features");
@@ -598,6 +609,7 @@ static void test_comparator(void) {
     b = a, b.u.verify.n_path = 2, expect_differs(&a, &b, "verify.n_path");
     b = a, b.u.verify.bonus++, expect_differs(&a, &b, "verify.bonus");
     b = a, b.u.verify.k_ver = 1, expect_differs(&a, &b, "verify.k_ver");
+    b = a, b.u.verify.skip_model = true, expect_differs(&a, &b, "verify.skip_model");
     memcpy(ids, ex_ver_topk, sizeof(ex_ver_topk));
     ids[0]++;
     b = a, b.u.verify.ver_topk = ids, expect_differs(&a, &b, "verify.ver_topk");

@@ -352,11 +352,13 @@ static void write_stats_line(FILE *f, int64_t index, int64_t turn, const questio
             ", \"prompt_tokens\": %lld, \"new_tokens\": %lld, \"rounds\": %lld, \"spec_rounds\": %lld, "
             "\"mean_accepted\": %.4f, \"drafted\": %lld, \"coverage\": %.4f, \"vocab_mean\": %.1f, \"vocab_max\": %lld, "
             "\"wall_s\": %.6f, \"prefill_s\": %.6f, \"draft_backbone_s\": %.6f, \"draft_head_s\": %.6f, "
-            "\"vocab_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f, \"stop\": \"%s\", \"draft_failed\": %s}\n",
+            "\"vocab_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f, \"pruned\": %lld, \"plain_rounds\": %lld, "
+            "\"skipped_rounds\": %lld, \"stop\": \"%s\", \"draft_failed\": %s}\n",
             (long long)s->prompt_tokens, (long long)s->new_tokens, (long long)s->rounds,
             (long long)s->spec_rounds, ms_gen_stats_mean_accepted(s), (long long)s->drafted, ms_gen_stats_coverage(s),
             s->spec_rounds ? (double)s->vocab_sum / (double)s->spec_rounds : 0.0, (long long)s->vocab_max, s->total_s,
-            s->prefill_s, s->draft_backbone_s, s->draft_head_s, s->vocab_s, s->verify_s, s->accept_s, s->stop_reason,
+            s->prefill_s, s->draft_backbone_s, s->draft_head_s, s->vocab_s, s->verify_s, s->accept_s,
+            (long long)s->pruned, (long long)s->plain_rounds, (long long)s->skipped_rounds, s->stop_reason,
             s->draft_failed ? "true" : "false");
 }
 

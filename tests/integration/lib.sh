@@ -156,7 +156,9 @@ it_qwen3_pair() {
 
 # it_config FILE — a cluster config from these variables (defaults in brackets):
 #   C_MODEL (required), C_KIND [layerskip], C_DRAFT [""], C_LAYERS [1],
-#   C_PIPELINE [sync], C_PORT (required), C_ENDPOINT [ipc://$WORK/link.sock],
+#   C_PIPELINE [sync], C_POLICY [all: whole trees every round, so the link's
+#   mechanics are exercised; "cost" is the shipped default, run by
+#   test_cluster_equiv's "cost" pass], C_PORT (required), C_ENDPOINT [ipc://$WORK/link.sock],
 #   C_VOCAB [dynamic], C_LISTEN [127.0.0.1], C_CTX [512], C_WMAX [256], C_TREE ["top_k = 8; depth = 4; total = 32;"],
 #   C_HEARTBEAT [500: 100 makes the link flap on a loaded machine — the draft
 #   re-announces itself when the target computes for 3 heartbeats, and the target
@@ -166,7 +168,7 @@ it_config() {
 # written by $IT_NAME
 target = { model = "${C_MODEL:?}"; max_ctx = ${C_CTX:-512}; threads = 1; device = "cpu"; };
 draft = { enabled = true; kind = "${C_KIND:-layerskip}"; model = "${C_DRAFT:-}"; layers = ${C_LAYERS:-1};
-          threads = 1; device = "cpu"; };
+          threads = 1; device = "cpu"; policy = "${C_POLICY:-all}"; };
 vocab = { mode = "${C_VOCAB:-dynamic}"; w_max = ${C_WMAX:-256}; k_pre = 3; k_ver = 3; };
 tree = { ${C_TREE:-top_k = 8; depth = 4; total = 32;} };
 pipeline = "${C_PIPELINE:-sync}";

@@ -4,7 +4,10 @@
 # draft) for 20 Spec-Bench prompts, with speculation really happening
 # (microspec.spec_rounds > 0, draft_failed false), in pipeline "sync" and
 # "overlap" (and for layerskip an "overlap-self" run whose draft is the whole
-# target over the full vocabulary: its pre-drafts must be confirmed).
+# target over the full vocabulary: its pre-drafts must be confirmed), and a
+# "cost" pass: the shipped default policy (draft.policy = "cost": trees
+# pruned by measured costs, the model skipped while it does not pay, so
+# speculation may not happen) with the n-gram source merged (KIND+ngram).
 #   test_cluster_equiv.sh layerskip   stories260K, its first layer drafting
 #   test_cluster_equiv.sh lm          a random tiny Qwen3 target + a smaller Qwen3 LM
 #   test_cluster_equiv.sh eagle       the same target + a random EAGLE head
@@ -34,14 +37,16 @@ mkdir -p "$WORK/prompts" "$WORK/ar"
 it_log "autoregressive references: $n_prompts prompts x $n_tok tokens"
 it_ar_all "$C_MODEL" "$n_tok" "$WORK/ar" "$WORK"/prompts/p*.txt
 
-runs="sync overlap"
+runs="sync overlap cost"
 # layerskip also runs "overlap-self": all 5 layers over the full vocabulary, a
 # draft identical to the target, so the overlap pre-drafts must be confirmed.
 [ "$kind" != layerskip ] || runs="$runs overlap-self"
 layers0=${C_LAYERS:-1}
 for pipeline in $runs; do
   C_PIPELINE=${pipeline%%-*} C_PORT=$(it_port) C_ENDPOINT=ipc://$WORK/link-$pipeline.sock C_VOCAB=dynamic C_LAYERS=$layers0
+  C_POLICY=all C_KIND=$kind
   [ "$pipeline" != overlap-self ] || { C_VOCAB=full C_LAYERS=5; }
+  [ "$pipeline" != cost ] || { C_PIPELINE=sync C_POLICY=cost C_KIND=$kind+ngram; }
   it_config "$WORK/$pipeline.cfg"
   it_up "$WORK/$pipeline.cfg" "$pipeline"
   it_log "$kind/$pipeline: cluster up at $URL"
@@ -60,7 +65,7 @@ for pipeline in $runs; do
     it_same "$kind/$pipeline $b" "$WORK/ar/$b.txt" "$WORK/$b.$pipeline.txt" && same=$((same + 1))
     mapfile -t st < <("$TOOL" get "$WORK/$b.$pipeline.json" microspec.spec_rounds microspec.draft_failed \
                       microspec.mean_accepted_length)
-    [ "${st[0]:-0}" -gt 0 ] || it_fail "$kind/$pipeline $b: spec_rounds ${st[0]:-?} (no speculation)"
+    [ "${st[0]:-0}" -gt 0 ] || [ "$pipeline" = cost ] || it_fail "$kind/$pipeline $b: spec_rounds ${st[0]:-?} (no speculation)"
     [ "${st[1]:-}" = false ] || it_fail "$kind/$pipeline $b: draft_failed ${st[1]:-?}"
     spec_total=$((spec_total + ${st[0]:-0}))
   done

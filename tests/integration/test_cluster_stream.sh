@@ -23,7 +23,7 @@ it_ar "$STORIES" "$prompt" "$n_tok" "$WORK/ar.txt"
 # Single-process speculative run with the cluster's draft settings (it_config's defaults).
 "$GEN" --model "$STORIES" --prompts-jsonl "$WORK/one.jsonl" --stats-out "$WORK/gen-stats.jsonl" --quiet -n "$n_tok" \
   --draft-kind layerskip --draft-layers 1 --vocab dynamic --w-max 256 --k-pre 3 --k-ver 3 \
-  --tree-k 8 --tree-depth 4 --tree-total 32 >"$WORK/gen.out" 2>"$WORK/gen.err" || { cat "$WORK/gen.err"; it_die "generate failed"; }
+  --tree-k 8 --tree-depth 4 --tree-total 32 --draft-policy all >"$WORK/gen.out" 2>"$WORK/gen.err" || { cat "$WORK/gen.err"; it_die "generate failed"; }
 [ "$(wc -l <"$WORK/gen-stats.jsonl")" -le 1 ] && [ -s "$WORK/gen-stats.jsonl" ] || it_die "expected one stats line"
 
 C_MODEL=$STORIES C_PORT=$(it_port)
