@@ -35,7 +35,9 @@ no_gpu=0; (nvidia-smi -L 2>/dev/null || true) | grep -q '^GPU' || no_gpu=1
   "$work/model" >/dev/null 2>&1 || { echo "FAIL: convert-llama2c"; exit 1; }
 "$build/tools/microspec-freqlist" --tokenizer "$work/model" --k 64 --out "$work/static-64.txt" \
   "$shared/corpus/tinyshakespeare.txt" >/dev/null 2>&1 || { echo "FAIL: microspec-freqlist"; exit 1; }
-ls4="--draft-kind layerskip --draft-layers 4 $tree"
+# whole trees every round (--draft-policy all): the rows compare vocabulary
+# modes on the same trees, and every speculative row must have per-round times
+ls4="--draft-kind layerskip --draft-layers 4 $tree --draft-policy all"
 cat >"$work/configs.txt" <<EOC
 # name|flags|placement
 AR|

@@ -531,7 +531,7 @@ cluster_config() {
   local -a a
   read -r -a a <<<"$1"
   local kind="" layers="" vocab="" list="" wmax="" kpre="" kver="" tk="" td="" tt="" chain=false threads="" draft=false j
-  local dmodel="" q8="" pmin=""
+  local dmodel="" q8="" pmin="" policy=""
   for ((j = 0; j < ${#a[@]}; j++)); do
     case ${a[$j]} in
       --draft-kind) kind=${a[++j]}; draft=true ;;
@@ -549,6 +549,7 @@ cluster_config() {
       --draft) j=$((j + 1)); dmodel=$(cd "$(dirname "${a[j]}")" && pwd)/$(basename "${a[j]}"); draft=true ;;
       --q8-matmul) q8=true ;;
       --draft-p-min) pmin=${a[++j]}; draft=true ;;
+      --draft-policy) policy=${a[++j]}; draft=true ;;
       *) die "cluster: flag '${a[$j]}' has no cluster config key" ;;
     esac
   done
@@ -557,7 +558,7 @@ cluster_config() {
   [ -z "${6:-}" ] || { tthreads=${6%%:*}; dthreads=${6#*:}; }
   {
     echo "target = { model = \"$model_abs\"; max_ctx = $(py max-ctx "$model_abs"); device = \"$dev\";${tthreads:+ threads = $tthreads;}${q8:+ q8_matmul = true;} };"
-    echo "draft = { enabled = $draft;${kind:+ kind = \"$kind\";}${dmodel:+ model = \"$dmodel\";}${layers:+ layers = $layers;}${pmin:+ p_min = $pmin;} device = \"$dev\";${dthreads:+ threads = $dthreads;} };"
+    echo "draft = { enabled = $draft;${kind:+ kind = \"$kind\";}${dmodel:+ model = \"$dmodel\";}${layers:+ layers = $layers;}${pmin:+ p_min = $pmin;}${policy:+ policy = \"$policy\";} device = \"$dev\";${dthreads:+ threads = $dthreads;} };"
     echo "vocab = {${vocab:+ mode = \"$vocab\";}${wmax:+ w_max = $wmax;}${kpre:+ k_pre = $kpre;}${kver:+ k_ver = $kver;}${list:+ list = \"$list\";} };"
     echo "tree = {${tk:+ top_k = $tk;}${td:+ depth = $td;}${tt:+ total = $tt;} chain = $chain; };"
     echo "pipeline = \"$2\";"
