@@ -639,6 +639,63 @@ static void naive_attention(double *out, const float *q, const float *kc, const 
     free(p);
 }
 
+/* A tree node's attention is the bits of the same query decoded causally
+ * after its visible rows: each query row of a random ancestor-only mask
+ * (itself and a subset of the rows before it, over the committed rows and,
+ * with mask_back, rows of earlier passes) against one causal query over a
+ * cache holding just the rows it sees, in order. Spec == AR needs exactly
+ * this at near-ties (a node off the tree's first chain once summed other
+ * lanes). */
+static void test_attention_tree(const ms_k_ops *ops, ms_rng *r) {
+    const int64_t shapes[][5] = {{6, 5, 4, 2, 16}, {12, 40, 2, 1, 64}, {33, 3, 3, 3, 20}, {20, 130, 4, 4, 128}};
+    int64_t nodes = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int back = 0; back < 2; back++) {
+            ms_k_attn_shape s = {.n_q = shapes[si][0], .ctx = shapes[si][1], .n_heads = shapes[si][2],
+                                 .n_kv_heads = shapes[si][3], .head_dim = shapes[si][4]};
+            s.scale = (float)(1.0 / sqrt((double)s.head_dim));
+            s.mask_back = back ? (s.ctx < 64 - s.n_q ? s.ctx : 64 - s.n_q) / 2 : 0;
+            const int64_t hd = s.head_dim, kvd = s.n_kv_heads * hd, rows = s.ctx + s.n_q, qd = s.n_heads * hd;
+            const int64_t base = s.ctx - s.mask_back, region = s.mask_back + s.n_q;
+            float *q = malloc((size_t)(s.n_q * qd) * sizeof(float)), *kc = malloc((size_t)(rows * kvd) * sizeof(float));
+            float *vc = malloc((size_t)(rows * kvd) * sizeof(float)), *out = malloc((size_t)(s.n_q * qd) * sizeof(float));
+            float *k1 = malloc((size_t)(rows * kvd) * sizeof(float)), *v1 = malloc((size_t)(rows * kvd) * sizeof(float));
+            float *o1 = malloc((size_t)qd * sizeof(float)), *scratch = malloc((size_t)(rows * MS_K_ATTN_PARTS) * sizeof(float));
+            fill_normal(r, q, s.n_q * qd, 1.5f);
+            fill_normal(r, kc, rows * kvd, 1.5f);
+            fill_normal(r, vc, rows * kvd, 1.0f);
+            uint64_t mask[64];
+            for (int64_t i = 0; i < s.n_q; i++) {
+                mask[i] = (uint64_t)1 << (s.mask_back + i);
+                for (int64_t j = 0; j < s.mask_back + i; j++)
+                    if (ms_rng_u64(r) % 3 == 0) mask[i] |= (uint64_t)1 << j;
+            }
+            ops->attention(ops->ctx, out, q, kc, vc, &s, mask, scratch);
+            for (int64_t i = 0; i < s.n_q; i++) {
+                int64_t n1 = base;
+                memcpy(k1, kc, (size_t)(base * kvd) * sizeof(float));
+                memcpy(v1, vc, (size_t)(base * kvd) * sizeof(float));
+                for (int64_t j = 0; j < region; j++)
+                    if (mask[i] >> j & 1) {
+                        memcpy(k1 + n1 * kvd, kc + (base + j) * kvd, (size_t)kvd * sizeof(float));
+                        memcpy(v1 + n1 * kvd, vc + (base + j) * kvd, (size_t)kvd * sizeof(float));
+                        n1++;
+                    }
+                ms_k_attn_shape c = s;
+                c.n_q = 1;
+                c.ctx = n1 - 1; /* the node itself is the last row it sees */
+                c.mask_back = 0;
+                ops->attention(ops->ctx, o1, q + i * qd, k1, v1, &c, NULL, scratch);
+                CHECK(!memcmp(o1, out + i * qd, (size_t)qd * sizeof(float)),
+                      "tree attention shape %zu back %d row %lld (sees %lld rows): not the causal query's bits", si,
+                      back, (long long)i, (long long)n1);
+                nodes++;
+            }
+            free(q), free(kc), free(vc), free(out), free(k1), free(v1), free(o1), free(scratch);
+        }
+    printf("attention: %lld tree nodes bitwise equal to causal queries over their visible rows\n", (long long)nodes);
+}
+
 static void test_attention(const ms_k_ops *ops, ms_rng *r) {
     /* n_q, ctx, H, KV, hd */
     const int64_t shapes[][5] = {{1, 0, 1, 1, 4},  {5, 7, 6, 2, 12},  {4, 0, 3, 3, 8},   {3, 11, 5, 1, 6},
@@ -755,6 +812,7 @@ int main(void) {
         test_rmsnorm_add_silu(ops, &r);
         test_rope_op(ops, &r);
         test_attention(ops, &r);
+        test_attention_tree(ops, &r);
         test_embed(ops, &r);
         test_move_rows(ops, &r);
     }

@@ -175,40 +175,54 @@ MS_INLINE float sum_lanes(const float *a, int64_t n) {
     return lanes_fold(l, a + e, NULL, n - e);
 }
 
-/* out[e] = Σ_t p[t]·v[t·stride + e] for e < n, summed over t in order; the
+/* out[e] = Σ_t p[t]·v[row(t)·stride + e] for e < n, summed over t in order;
+ * row(t) = t below `base`, else idx[t − base] (idx NULL: row(t) = t). The
  * sums of 64 columns at a time stay in registers (the obvious loop loads,
  * adds and stores out[] once per row t). */
-MS_INLINE void weighted_rows(float *out, const float *p, const float *v, int64_t rows, int64_t stride, int64_t n) {
+MS_INLINE const float *row_at(const float *v, int64_t t, int64_t stride, int64_t base, const int32_t *idx) {
+    return v + (idx && t >= base ? (int64_t)idx[t - base] : t) * stride;
+}
+
+MS_INLINE void weighted_rows(float *out, const float *p, const float *v, int64_t rows, int64_t stride, int64_t n,
+                             int64_t base, const int32_t *idx) {
     int64_t c = 0;
     for (; c + 64 <= n; c += 64) {
         ms_v16 a[4] = {{0}}, x;
-        for (int64_t t = 0; t < rows; t++)
+        for (int64_t t = 0; t < rows; t++) {
+            const float *vr = row_at(v, t, stride, base, idx) + c;
             for (int u = 0; u < 4; u++) {
-                memcpy(&x, v + t * stride + c + 16 * u, sizeof(x));
+                memcpy(&x, vr + 16 * u, sizeof(x));
                 a[u] += p[t] * x;
             }
+        }
         memcpy(out + c, a, sizeof(a));
     }
     for (; c + 16 <= n; c += 16) {
         ms_v16 a = {0}, x;
         for (int64_t t = 0; t < rows; t++) {
-            memcpy(&x, v + t * stride + c, sizeof(x));
+            memcpy(&x, row_at(v, t, stride, base, idx) + c, sizeof(x));
             a += p[t] * x;
         }
         memcpy(out + c, &a, sizeof(a));
     }
     for (; c < n; c++) {
         float a = 0.0f;
-        for (int64_t t = 0; t < rows; t++) a += p[t] * v[t * stride + c];
+        for (int64_t t = 0; t < rows; t++) a += p[t] * row_at(v, t, stride, base, idx)[c];
         out[c] = a;
     }
 }
 
 /* Causal / tree-masked GQA attention over a KV cache (see ms_k_attn_shape).
- * Per query row and head: scores over all candidate rows, masked ones set
- * to −inf, softmax, weighted sum of V rows. One (row, head) pair is always
- * computed by this one loop body, so splitting the pairs over threads does
- * not change a bit. */
+ * Per query row and head: scores over the visible rows, softmax, weighted
+ * sum of their V rows. One (row, head) pair is always computed by this one
+ * loop body, so splitting the pairs over threads does not change a bit.
+ * Under a mask the visible rows of the masked region are first compacted
+ * (in row order) behind the committed ones, so the sums see the same
+ * sequence of values in the same lanes as a causal query at that depth: a
+ * tree node's output is the bits of the same token decoded after its path,
+ * wherever its ancestors sit in the batch (summed over the candidate rows
+ * with the hidden ones as zeros, a node off the tree's first chain got
+ * other lanes and other roundings). */
 typedef struct {
     float *out;
     const float *q, *kc, *vc;
@@ -241,16 +255,23 @@ MS_HOT_IMPL(attn_pairs)(const attn_job *J, int64_t p0, int64_t p1, float *att) {
         float mx = -INFINITY;
         for (int64_t t = 0; t < t0; t++) att[t] = -INFINITY;
         for (int64_t t = t0; t < n_rows; t++) att[t] = dot_lanes(qh, kh + t * kv_dim, hd) * s->scale;
-        if (mask)
+        int64_t n_vis = n_rows;
+        int32_t vis[64]; /* masked region: the visible rows, in order */
+        if (mask) {
+            n_vis = base;
             for (int64_t t = base; t < n_rows; t++)
-                if (!((mask[i] >> (t - base)) & 1u)) att[t] = -INFINITY;
-        for (int64_t t = 0; t < n_rows; t++) mx = att[t] > mx ? att[t] : mx;
-        for (int64_t t = 0; t < n_rows; t++) att[t] = att[t] == -INFINITY ? 0.0f : exp_neg(att[t] - mx);
-        const float sum = sum_lanes(att, n_rows);
+                if ((mask[i] >> (t - base)) & 1u) {
+                    vis[n_vis - base] = (int32_t)t;
+                    att[n_vis++] = att[t];
+                }
+        }
+        for (int64_t t = 0; t < n_vis; t++) mx = att[t] > mx ? att[t] : mx;
+        for (int64_t t = 0; t < n_vis; t++) att[t] = att[t] == -INFINITY ? 0.0f : exp_neg(att[t] - mx);
+        const float sum = sum_lanes(att, n_vis);
         float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         float *oh = J->out + (i * s->n_heads + h) * hd;
-        for (int64_t t = 0; t < n_rows; t++) att[t] *= inv;
-        weighted_rows(oh, att, vh, n_rows, kv_dim, hd);
+        for (int64_t t = 0; t < n_vis; t++) att[t] *= inv;
+        weighted_rows(oh, att, vh, n_vis, kv_dim, hd, base, mask ? vis : NULL);
     }
 }
 MS_HOT_CLONES(attn_pairs, (const attn_job *J, int64_t p0, int64_t p1, float *att), (J, p0, p1, att))
