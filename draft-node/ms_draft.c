@@ -625,6 +625,19 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     return MS_OK;
 }
 
+/* Round `round`'s message: d->tree with the statistics gathered since the
+ * last tree (which start again from zero). */
+static void send_tree(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree *out) {
+    memset(out, 0, sizeof *out);
+    out->request_id = rid;
+    out->round = round;
+    out->tree = d->tree;
+    out->stats = d->next_stats;
+    out->stats.vocab_size = ms_vocab_size(ms_head_rows(d->hd));
+    memset(&d->next_stats, 0, sizeof d->next_stats);
+    d->round = round;
+}
+
 /* Commit what is pending, take the level-1 top-K after the root, build the
  * tree level by level, drop the tree rows from the KV. */
 static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree *out) {
@@ -655,14 +668,7 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     MS_TRY(s);
     MS_TRY(s2);
 
-    memset(out, 0, sizeof *out);
-    out->request_id = rid;
-    out->round = round;
-    out->tree = d->tree;
-    out->stats = d->next_stats;
-    out->stats.vocab_size = ms_vocab_size(ms_head_rows(d->hd));
-    memset(&d->next_stats, 0, sizeof d->next_stats);
-    d->round = round;
+    send_tree(d, rid, round, out);
     return MS_OK;
 }
 
@@ -701,22 +707,10 @@ static ms_status draft_impl(void *ctx, uint64_t rid, int64_t round, ms_msg_tree 
     d->skipped = d->skip_next && !d->eg;
     if (!d->skipped && d->lagging) MS_TRY(catch_up(d));
     if (d->skipped) {
-        ms_tree *t = &d->tree;
-        memset(t, 0, sizeof *t);
-        t->n = 1;
-        t->token[0] = d->root;
-        t->parent[0] = -1;
-        t->mask[0] = 1;
+        ms_tree_root(&d->tree, d->root);
         d->n_sub = 0;
         d->kv_chain = 0;
-        memset(out, 0, sizeof *out);
-        out->request_id = rid;
-        out->round = round;
-        out->tree = *t;
-        out->stats = d->next_stats;
-        out->stats.vocab_size = ms_vocab_size(ms_head_rows(d->hd));
-        memset(&d->next_stats, 0, sizeof d->next_stats);
-        d->round = round;
+        send_tree(d, rid, round, out);
     } else {
         MS_TRY(draft_round(d, rid, round, out));
     }
@@ -738,14 +732,7 @@ static ms_status check_verdict(const ms_dft *d, const ms_msg_verify *m) {
         MS_FAIL(MS_ERR_INVALID, "draft accept: request %llu round %lld does not match the last tree (%llu, %lld)",
                 (unsigned long long)m->request_id, (long long)m->round, (unsigned long long)d->rid,
                 (long long)d->round);
-    const ms_tree *t = &d->tree;
-    if (m->n_path < 1 || m->n_path > t->n || m->path[0] != 0)
-        MS_FAIL(MS_ERR_INVALID, "draft accept: path of %lld nodes does not fit a %lld-node tree", (long long)m->n_path,
-                (long long)t->n);
-    for (int64_t k = 1; k < m->n_path; k++)
-        if (m->path[k] <= 0 || m->path[k] >= t->n || t->parent[m->path[k]] != m->path[k - 1])
-            MS_FAIL(MS_ERR_INVALID, "draft accept: path step %lld (node %d) is not a child of node %d", (long long)k,
-                    m->path[k], m->path[k - 1]);
+    MS_TRY(ms_tree_path_check(&d->tree, m->path, m->n_path, "draft accept"));
     if (m->bonus < 0 || m->bonus >= d->V) MS_FAIL(MS_ERR_INVALID, "draft accept: bonus %d outside vocabulary", m->bonus);
     if (m->k_ver < 0 || (m->k_ver > 0 && !m->ver_topk)) MS_FAIL(MS_ERR_INVALID, "draft accept: bad top-K_ver");
     if (d->eg && (!m->features || m->feat_dim != d->d))
@@ -771,10 +758,7 @@ static void adapt_len(ms_dft *d, const ms_msg_verify *m) {
 
 /* Tokens the verdict emits: the accepted path's tokens, then the bonus. */
 static int64_t emitted_tokens(const ms_dft *d, const ms_msg_verify *m, int32_t *out) {
-    int64_t n = 0;
-    for (int64_t k = 1; k < m->n_path; k++) out[n++] = d->tree.token[m->path[k]];
-    out[n++] = m->bonus;
-    return n;
+    return ms_tree_path_tokens(&d->tree, m->path, m->n_path, m->bonus, out);
 }
 
 /* Coverage of the emitted tokens against the vocabulary the tree was drafted

@@ -73,8 +73,6 @@ void ms_ngram_free(ms_ngram **g) {
     *g = NULL;
 }
 
-const ms_ngram_params *ms_ngram_params_of(const ms_ngram *g) { return &g->p; }
-
 void ms_ngram_reset(ms_ngram *g) {
     g->len = 0;
     g->n_last = 0;
@@ -277,11 +275,7 @@ static ms_status ngd_draft(void *ctx, uint64_t rid, int64_t round, ms_msg_tree *
     int64_t n_hist;
     const int32_t *h = ms_ngram_history(d->g, &n_hist);
     ms_tree *t = &d->tree;
-    memset(t, 0, sizeof *t);
-    t->n = 1;
-    t->token[0] = h[n_hist - 1];
-    t->parent[0] = -1;
-    t->mask[0] = 1;
+    ms_tree_root(t, h[n_hist - 1]);
     int32_t ids[MS_TREE_MAX];
     float logp[MS_TREE_MAX];
     const int64_t n = ms_ngram_propose(d->g, ids, logp);
@@ -301,19 +295,10 @@ static ms_status ngd_accept(void *ctx, const ms_msg_verify *m) {
     if (!d->active || m->request_id != d->rid || m->round != d->round || t->n == 0)
         MS_FAIL(MS_ERR_INVALID, "ngram draft accept: request %llu round %lld does not match the last tree",
                 (unsigned long long)m->request_id, (long long)m->round);
-    if (m->n_path < 1 || m->n_path > t->n || m->path[0] != 0)
-        MS_FAIL(MS_ERR_INVALID, "ngram draft accept: path of %lld nodes does not fit a %lld-node tree",
-                (long long)m->n_path, (long long)t->n);
-    for (int64_t k = 1; k < m->n_path; k++)
-        if (m->path[k] <= 0 || m->path[k] >= t->n || t->parent[m->path[k]] != m->path[k - 1])
-            MS_FAIL(MS_ERR_INVALID, "ngram draft accept: path step %lld (node %d) is not a child of node %d",
-                    (long long)k, m->path[k], m->path[k - 1]);
+    MS_TRY(ms_tree_path_check(t, m->path, m->n_path, "ngram draft accept"));
     if (m->bonus < 0) MS_FAIL(MS_ERR_INVALID, "ngram draft accept: bonus %d is negative", m->bonus);
     int32_t emitted[MS_TREE_MAX + 1];
-    int64_t n = 0;
-    for (int64_t k = 1; k < m->n_path; k++) emitted[n++] = t->token[m->path[k]];
-    emitted[n++] = m->bonus;
-    ms_ngram_commit(d->g, emitted, n);
+    ms_ngram_commit(d->g, emitted, ms_tree_path_tokens(t, m->path, m->n_path, m->bonus, emitted));
     return MS_OK;
 }
 

@@ -50,7 +50,6 @@ ms_status ms_ngram_params_check(const ms_ngram_params *p);
 /* Owns the history and the index, sized from p; free with ms_ngram_free. */
 ms_status ms_ngram_new(const ms_ngram_params *p, ms_ngram **out);
 void ms_ngram_free(ms_ngram **g);
-const ms_ngram_params *ms_ngram_params_of(const ms_ngram *g);
 /* Empties the history (a new request). */
 void ms_ngram_reset(ms_ngram *g);
 /* Appends ids[n] to the history (ids ≥ 0). */

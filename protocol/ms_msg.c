@@ -1,6 +1,8 @@
 /* ms_msg.c — checks and helpers on messages. */
 #include "ms_msg.h"
 
+#include <string.h>
+
 int64_t ms_tree_distinct_ids(const ms_tree *t, int32_t *out) {
     int64_t m = 0;
     for (int64_t i = 1; i < t->n; i++) {
@@ -35,4 +37,30 @@ ms_status ms_tree_validate(const ms_tree *t) {
                     (unsigned long long)t->mask[i], (unsigned long long)want);
     }
     return MS_OK;
+}
+
+void ms_tree_root(ms_tree *t, int32_t root) {
+    memset(t, 0, sizeof *t);
+    t->n = 1;
+    t->token[0] = root;
+    t->parent[0] = -1;
+    t->mask[0] = 1;
+}
+
+ms_status ms_tree_path_check(const ms_tree *t, const int32_t *path, int64_t n_path, const char *who) {
+    if (n_path < 1 || n_path > t->n || path[0] != 0)
+        MS_FAIL(MS_ERR_INVALID, "%s: path of %lld nodes does not fit a %lld-node tree", who, (long long)n_path,
+                (long long)t->n);
+    for (int64_t k = 1; k < n_path; k++)
+        if (path[k] <= 0 || path[k] >= t->n || t->parent[path[k]] != path[k - 1])
+            MS_FAIL(MS_ERR_INVALID, "%s: path step %lld (node %d) is not a child of node %d", who, (long long)k,
+                    path[k], path[k - 1]);
+    return MS_OK;
+}
+
+int64_t ms_tree_path_tokens(const ms_tree *t, const int32_t *path, int64_t n_path, int32_t bonus, int32_t *out) {
+    int64_t n = 0;
+    for (int64_t k = 1; k < n_path; k++) out[n++] = t->token[path[k]];
+    out[n++] = bonus;
+    return n;
 }

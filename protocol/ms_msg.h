@@ -34,6 +34,18 @@ int64_t ms_tree_distinct_ids(const ms_tree *t, int32_t *out);
  * not checked. */
 ms_status ms_tree_validate(const ms_tree *t);
 
+/* *t = the one-node tree of root (a plain decode step; scores 0). */
+void ms_tree_root(ms_tree *t, int32_t root);
+
+/* A verdict's path against the tree it answers: 1 ≤ n_path ≤ t->n,
+ * path[0] = 0, each later node a child of the one before. MS_OK or
+ * MS_ERR_INVALID, the message led by `who` ("draft accept"). */
+ms_status ms_tree_path_check(const ms_tree *t, const int32_t *path, int64_t n_path, const char *who);
+
+/* The tokens a verdict emits: the path's tokens after the root, then the
+ * bonus, into out (≥ n_path entries); returns their count, n_path. */
+int64_t ms_tree_path_tokens(const ms_tree *t, const int32_t *path, int64_t n_path, int32_t bonus, int32_t *out);
+
 
 /* Start of a request: the target has prefilled the prompt. */
 typedef struct {

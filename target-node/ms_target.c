@@ -398,13 +398,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             }
             port_ns = 0;
         }
-        if (!spec) { /* a one-node tree: plain autoregressive step */
-            tm.tree.n = 1;
-            tm.tree.token[0] = root;
-            tm.tree.parent[0] = -1;
-            tm.tree.depth[0] = 0;
-            tm.tree.mask[0] = 1;
-        }
+        if (!spec) ms_tree_root(&tm.tree, root); /* a one-node tree: plain autoregressive step */
         const ms_tree *tree = &tm.tree;
         if (spec && p->cost_policy) {
             if (!t->calibrated) MS_TRY_GOTO(s, calibrate(t, root), out);
