@@ -15,9 +15,9 @@
  * still answered) and it gets 1 s to send it; MHD's own limit sits a reserve
  * above, and only past that is a socket closed unanswered. MHD's timeout is
  * an idle timeout, which a client sending a byte a second never reaches, so a
- * reaper thread enforces a total deadline on receiving each request: a peer
- * not yet answering a request past its deadline gets a 408 and shutdown(2),
- * which wakes MHD's connection thread to close it. MHD calls the CLOSED
+ * reaper thread enforces a total deadline on receiving each request (line,
+ * headers and body): a peer not yet answering a request past its deadline
+ * gets a 408 and shutdown(2), which wakes MHD's connection thread to close it. MHD calls the CLOSED
  * notification before close(2), and both run under h->cmu, so the reaper
  * never touches a reused descriptor.
  *
@@ -826,14 +826,29 @@ static peer *peer_of(struct MHD_Connection *c) {
     return ci ? ci->socket_context : NULL;
 }
 
-/* The request on c has arrived whole: the header deadline no longer applies.
- * True when c is an overflow connection (its answer closes it). */
-static bool peer_answering(ms_http *h, struct MHD_Connection *c) {
+/* Was c opened past max_connections? Changes nothing: a request whose body
+ * is still to come stays under its deadline (issue 35: a body dripped a byte
+ * at a time held its connection, and a thread, for ever). */
+static bool peer_overflow(ms_http *h, struct MHD_Connection *c) {
     peer *p = peer_of(c);
+    if (!p) return false;
+    pthread_mutex_lock(&h->cmu);
+    bool overflow = p->overflow;
+    pthread_mutex_unlock(&h->cmu);
+    return overflow;
+}
+
+/* The request on c has arrived whole (line, headers, body): the header
+ * deadline no longer applies. True when c is an overflow connection (its
+ * answer closes it). *reaped (may be NULL): the reaper got there first. */
+static bool peer_answering(ms_http *h, struct MHD_Connection *c, bool *reaped) {
+    peer *p = peer_of(c);
+    if (reaped) *reaped = false;
     if (!p) return false;
     pthread_mutex_lock(&h->cmu);
     p->busy = true;
     bool overflow = p->overflow;
+    if (reaped) *reaped = p->reaped;
     pthread_mutex_unlock(&h->cmu);
     return overflow;
 }
@@ -857,7 +872,7 @@ static enum MHD_Result reply(ms_http *h, struct MHD_Connection *c, int code, cha
     if (type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (hname) MHD_add_response_header(r, hname, hval);
     add_cors(r);
-    if (peer_answering(h, c)) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (peer_answering(h, c, NULL)) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
     MHD_destroy_response(r);
     count_code(h, code);
@@ -1112,7 +1127,9 @@ static job *job_new(ms_http *h, ms_http_request *req, int fd) {
 static enum MHD_Result handle_generate(ms_http *h, struct MHD_Connection *c, conn *cs) {
     ms_http_request req;
     char err[256];
-    bool overflow = peer_answering(h, c);
+    bool reaped;
+    bool overflow = peer_answering(h, c, &reaped);
+    if (reaped) return MHD_NO; /* 408 sent as the body's last bytes came in; closed */
     if (overflow) {
         pthread_mutex_lock(&h->mu);
         h->t.conn_rejected++;
@@ -1236,7 +1253,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (r == R_NONE) return reply_error(h, c, 404, NULL, "no such endpoint");
         /* CORS preflight: no body, no token (browsers send none with it). */
         if (strcmp(method, "OPTIONS") == 0) return reply(h, c, 204, strdup(""), 0, NULL, NULL, NULL);
-        if (r != R_HEALTH && peer_answering(h, c)) {
+        if (r != R_HEALTH && peer_overflow(h, c)) {
             pthread_mutex_lock(&h->mu);
             h->t.conn_rejected++;
             pthread_mutex_unlock(&h->mu);

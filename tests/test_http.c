@@ -1295,6 +1295,87 @@ static void test_overload(const ms_http_backend *be) {
     ms_http_stop(&h);
 }
 
+/* Issue 35 point 1: http.header_timeout_s covers the body too. Six clients
+ * send a POST's headers and then drip its 1000-byte body a byte every 100 ms
+ * (100 s in all): each is closed (408, or reset once the server has shut its
+ * socket) long before its body ends; a legitimate request whose body comes in
+ * two parts 300 ms apart is served meanwhile, and afterwards too. Before the
+ * fix a connection counted as answering once its headers were in, so no
+ * dripper was ever closed. */
+static void test_slow_body(const ms_http_backend *be) {
+    fake_config(0, NULL, 0, -1);
+    ms_http_opts o = {.port = 0, .queue = 2, .max_tokens_limit = 100, .model_name = "m", .max_connections = 8,
+                      .header_timeout_s = 1.0, .idle_timeout_s = 60};
+    ms_http *h = NULL;
+    CHECK(ms_http_start(&o, be, &h) == MS_OK, "start (slow body)");
+    if (!h) return;
+    int port = ms_http_port(h);
+    enum { N_SLOW = 6 };
+    static const char head[] = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                               "Content-Length: 1000\r\n\r\n{";
+    int fd[N_SLOW];
+    bool closed[N_SLOW] = {0};
+    char got[N_SLOW][256];
+    size_t n_got[N_SLOW] = {0};
+    for (int i = 0; i < N_SLOW; i++) {
+        fd[i] = connect_port(port);
+        CHECK(fd[i] >= 0 && send_all(fd[i], head, strlen(head)), "dripper %d connects", i);
+        closed[i] = fd[i] < 0;
+        got[i][0] = 0;
+    }
+    /* A legitimate client meanwhile: its body in two parts. */
+    int ok_fd = connect_port(port);
+    const char *body = "{\"prompt\":\"hi\",\"max_tokens\":3}";
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: "
+             "application/json\r\nContent-Length: %zu\r\n\r\n%.10s",
+             strlen(body), body);
+    CHECK(ok_fd >= 0 && send_all(ok_fd, req, strlen(req)), "legitimate client connects");
+    sleep_ms(300);
+    resp r = {0};
+    CHECK(ok_fd >= 0 && send_all(ok_fd, body + 10, strlen(body) - 10) && read_response(ok_fd, &r, 30),
+          "a request with a body in two parts got no answer while others drip");
+    CHECK(r.status == 200, "a request with a body in two parts: %d (%s)", r.status, r.body ? r.body : "");
+    resp_free(&r);
+    if (ok_fd >= 0) close(ok_fd);
+    /* Drip until every dripper is closed, bounded well under the 100 s a body takes. */
+    double end = ms_now_s() + 15;
+    int open_n = N_SLOW;
+    while (open_n > 0 && ms_now_s() < end) {
+        for (int i = 0; i < N_SLOW; i++) {
+            if (closed[i]) continue;
+            ssize_t w = send(fd[i], "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)w; /* a write to a closed socket fails; the read below tells */
+            struct pollfd p = {.fd = fd[i], .events = POLLIN};
+            while (!closed[i] && poll(&p, 1, 0) > 0) {
+                ssize_t k = recv(fd[i], got[i] + n_got[i], sizeof got[i] - 1 - n_got[i], MSG_DONTWAIT);
+                if (k > 0) {
+                    n_got[i] += (size_t)k;
+                    got[i][n_got[i]] = 0;
+                    if (n_got[i] + 1 < sizeof got[i]) continue;
+                }
+                if (k < 0 && (errno == EINTR || errno == EAGAIN)) break;
+                closed[i] = true;
+                open_n--;
+            }
+        }
+        sleep_ms(100);
+    }
+    for (int i = 0; i < N_SLOW; i++) {
+        CHECK(closed[i], "dripper %d still open: a slow body is never timed out", i);
+        CHECK(n_got[i] == 0 || strncmp(got[i], "HTTP/1.1 408", 12) == 0, "dripper %d: want a 408 or a close, got \"%.40s\"",
+              i, got[i]);
+        if (fd[i] >= 0) close(fd[i]);
+    }
+    /* Service goes on. */
+    post(port, "/v1/completions", body, &r);
+    CHECK(r.status == 200, "a request after the drippers: %d", r.status);
+    resp_free(&r);
+    CHECK(metric_value(port, "microspec_connections_timed_out_total") >= N_SLOW, "slow bodies counted as 408s");
+    ms_http_stop(&h);
+}
+
 /* http.request_timeout_s: a run slower than the limit is stopped with
  * finish_reason "timeout", keeping the text so far (a prefix of the full one). */
 static void test_request_timeout(const ms_http_backend *be) {
@@ -1460,6 +1541,7 @@ int main(void) {
     ms_http_stop(&h);
     test_overload(&be);
     test_request_timeout(&be);
+    test_slow_body(&be);
     /* "localhost" is what the config checker allows: the server binds it. */
     ms_http_opts lo = o;
     lo.listen = "localhost";
