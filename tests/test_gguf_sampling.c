@@ -193,7 +193,8 @@ static chi2_result sample_case(const depth_case *dc, int64_t V, verify_fn fn, co
 int main(void) {
     ms_log_set_level(MS_LOG_WARN);
     char path[1024], tmp[256];
-    if (!ms_test_gguf_model("gemma3-270m", path, sizeof path)) return 77;
+    int model_rc = ms_test_gguf_model("gemma3-270m", path, sizeof path);
+    if (model_rc != 0) return model_rc;
     if (!ms_test_tmpdir("ms-gguf-sampling", tmp, sizeof tmp)) return 1;
     ms_tok *tok = NULL;
     ms_model *m = NULL;

@@ -8,15 +8,18 @@
 #
 #   test_readme_examples.sh BUILD_DIR
 #
-# Needs the three real models (tools/install-models.sh; exit 77 when they
-# cannot be installed) and ../shared (exit 77 without it).
+# Needs the three real models (tools/install-models.sh; exit 77 when pip
+# cannot reach them, its exit 3; any other install failure fails) and ../shared (exit 77 without it).
 set -euo pipefail
 build=$(cd "${1:?usage: test_readme_examples.sh BUILD_DIR}" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
 cd "$src"
 [ -d ../shared/corpus ] || { echo "SKIP: ../shared is not beside the repository"; exit 77; }
 for m in qwen2.5-coder-1.5b qwen2.5-coder-0.5b gemma3-270m; do
-  bash tools/install-models.sh "$m" >&2 || { echo "SKIP: $m cannot be installed"; exit 77; }
+  rc=0
+  bash tools/install-models.sh "$m" >&2 || rc=$?
+  [ "$rc" != 3 ] || { echo "SKIP: $m cannot be installed (pip cannot reach its packages)"; exit 77; }
+  [ "$rc" = 0 ] || { echo "FAIL: tools/install-models.sh $m: exit $rc"; exit 1; }
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

