@@ -6,10 +6,20 @@
 #ifndef MS_CHECK_H
 #define MS_CHECK_H
 
+#include <math.h>
 #include <stdio.h>
 
 extern int g_fail;
 
+/* *worst = max(*worst, e), where a NaN e makes *worst NaN for good, so that
+ * `CHECK(worst <= tol)` fails on it: fmax() and `if (e > worst)` both drop a
+ * NaN and report the largest finite error instead. */
+static inline void ms_check_worst(double *worst, double e) {
+    if (isnan(*worst)) return;
+    if (isnan(e) || e > *worst) *worst = e;
+}
+
+/* Write a condition so that a NaN fails it: `err <= tol`, not `!(err > tol)`. */
 #define CHECK(cond, ...)                                                        \
     do {                                                                        \
         if (!(cond)) {                                                          \

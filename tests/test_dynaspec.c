@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     double worst = 0;
     for (int64_t i = 0; i < (int64_t)D.n * M; i++) {
         double e = fabs((double)scores[i] - D.scores[i]) / fmax(1.0, fabs((double)D.scores[i]));
-        worst = fmax(worst, e);
+        ms_check_worst(&worst, e);
     }
     printf("router forward: %u rows x %lld clusters, worst relative error %.3g\n", D.n, (long long)M, worst);
     CHECK(worst <= 1e-4, "router forward differs from numpy: %.3g relative", worst);

@@ -48,7 +48,7 @@ static void check_mode(const ms_vocab *v, const float *W, const float *h, const 
                   (long long)s, id, z, z_full[(int64_t)t * V + id]);
             double ref = g_full[(int64_t)t * V + id];
             double e = fabs((double)g[(int64_t)t * n + s] - ref) / (1.0 + fabs(ref));
-            if (e > worst) worst = e;
+            ms_check_worst(&worst, e);
             if (z > best_z) {
                 best_z = z;
                 best_slot = s;
