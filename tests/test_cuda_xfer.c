@@ -7,8 +7,10 @@
  * slot reuse waits for the receiver); the receiver checks every message came
  * by the transport (not host frames) and is bit-exact, then reports back.
  * Exit 77 (skipped) when the part's hardware is absent: no CUDA device, or
- * fewer than 2 for nccl. CUDA is touched only in forked children (a process
- * that initialised CUDA cannot fork a CUDA user). */
+ * fewer than 2 for nccl, as counted by a device probe that exited normally; a
+ * probe that crashed or hung is a failure, not "no GPU". CUDA is touched only
+ * in forked children (a process that initialised CUDA cannot fork a CUDA
+ * user). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,16 +139,20 @@ static int run_child(int (*fn)(const char *, ms_xfer_kind, int), const char *ep,
     return *pid > 0 ? 0 : -1;
 }
 
+enum { CHILD_KILLED = 128, CHILD_TIMEOUT = 124 };
+
+/* The child's exit status, CHILD_KILLED when a signal ended it, CHILD_TIMEOUT
+ * (after SIGKILL) when it ran past the deadline. */
 static int wait_child(pid_t pid, int seconds) {
     for (int i = 0; i < seconds * 10; i++) {
         int status;
         pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : CHILD_KILLED;
         usleep(100000);
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    return 124;
+    return CHILD_TIMEOUT;
 }
 
 int main(int argc, char **argv) {
@@ -163,10 +169,19 @@ int main(int argc, char **argv) {
     pid_t probe = fork();
     if (probe == 0) {
         int n = ms_k_cuda_device_count();
-        _exit(n > 100 ? 100 : n);
+        _exit(n < 0 ? 0 : n > 100 ? 100 : n);
     }
-    int n_dev = probe > 0 ? wait_child(probe, 60) : 0;
-    if (n_dev > 100) n_dev = 0;
+    if (probe < 0) {
+        perror("test_cuda_xfer: fork of the device probe");
+        return 1;
+    }
+    int n_dev = wait_child(probe, 60);
+    if (n_dev > 100) {
+        printf("test_cuda_xfer %s: FAIL: the device probe %s (status %d), which is not \"no GPU\"\n", argv[1],
+               n_dev == CHILD_TIMEOUT ? "hung past 60 s" : n_dev == CHILD_KILLED ? "was killed by a signal" : "failed",
+               n_dev);
+        return 1;
+    }
     int need = kind == MS_XFER_NCCL ? 2 : 1;
     if (n_dev < need) {
         printf("test_cuda_xfer %s: skipped (%d CUDA device(s), needs %d)\n", argv[1], n_dev, need);

@@ -3,7 +3,7 @@
 margins (it must accept equal ids and near-tie partings, and reject partings
 at confident steps), then, when the committed golden files exist, checks that
 each one accepts its own ids and rejects them perturbed at the most confident
-step of two prompts.
+step of two prompts. No golden file at all is a failure.
 """
 import copy
 import json
@@ -136,6 +136,8 @@ def synthetic_cases():
 def golden_cases():
     names = [n for n in sorted(os.listdir(GOLDEN)) if n.startswith("greedy_") and n != "greedy_prompts.json"] \
         if os.path.isdir(GOLDEN) else []
+    if not names:  # a moved or emptied golden folder must not pass as "nothing to check"
+        failures.append("no greedy_*.json golden file in " + GOLDEN)
     for n in names:
         doc = json.load(open(os.path.join(GOLDEN, n)))
         if len(doc["prompts"]) != 10:

@@ -492,6 +492,15 @@ int main(void) {
     }
     double t0 = ms_now_s();
     const char *only = getenv("SPEC_ONLY"); /* debugging: run one group */
+    static const char *const groups[] = {"stories", "llama", "qwen2", "qwen3", "qwen3big"};
+    bool known = !only;
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) known = known || !strcmp(only, groups[i]);
+    if (!known) { /* a mistyped name would run nothing and pass */
+        fprintf(stderr, "test_spec_equiv: FAIL: SPEC_ONLY=%s names no group (stories llama qwen2 qwen3 qwen3big)\n",
+                only);
+        ms_test_rmtree(tmp);
+        return 1;
+    }
 
     if (!only || !strcmp(only, "stories")) stories_group(tmp, small);
     static const random_arch RA[] = {
@@ -516,6 +525,10 @@ int main(void) {
             g_spec_rounds ? (double)g_accepted / (double)g_spec_rounds : 0.0, ms_now_s() - t0);
     if (spec_failures) {
         fprintf(stderr, "test_spec_equiv: %d check(s) FAILED\n", spec_failures);
+        return 1;
+    }
+    if (g_runs == 0) {
+        fprintf(stderr, "test_spec_equiv: FAIL: no speculative run\n");
         return 1;
     }
     fprintf(stderr, "test_spec_equiv: OK\n");
