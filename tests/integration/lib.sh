@@ -272,6 +272,14 @@ it_same() {
   return 1
 }
 
+# it_text_same LABEL WANT RESPONSE_JSON OUT — the response's text (choices[0])
+# into OUT, then it_same against WANT. A response without a text is a failure
+# too (`"$TOOL" text … && it_same …` recorded none); status 1 on either.
+it_text_same() {
+  "$TOOL" text "$3" "$4" || { it_fail "$1: the response has no text"; return 1; }
+  it_same "$1" "$2" "$4"
+}
+
 # it_ar_all MODEL N OUT_DIR PROMPT_FILE... — it_ar for each prompt, two at a
 # time (microspec-generate is single-threaded; loading the Qwen3 tokenizer
 # dominates a short run). OUT_DIR/<prompt basename>.

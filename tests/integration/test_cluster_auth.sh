@@ -44,7 +44,7 @@ code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$URL/metrics")
 code=$(it_post "$URL" /v1/completions "$WORK/req.body" "$WORK/auth.json" -H "Authorization: Bearer $token")
 [ "$code" = 200 ] || it_fail "right token: HTTP $code, expected 200"
 if [ "$code" = 200 ]; then
-  "$TOOL" text "$WORK/auth.json" "$WORK/auth.txt" && it_same "authorised request" "$WORK/ar.txt" "$WORK/auth.txt"
+  it_text_same "authorised request" "$WORK/ar.txt" "$WORK/auth.json" "$WORK/auth.txt"
   sr=$("$TOOL" get "$WORK/auth.json" microspec.spec_rounds)
   [ "$sr" -gt 0 ] || it_fail "no speculation over the CURVE link (spec_rounds $sr)"
   it_log "bearer token: 401 without, 401 wrong, 200 right; $sr speculative rounds over CURVE"

@@ -40,7 +40,7 @@ if ! grep -Eqi 'cancel|client (went|gone)|disconnect' "$WORK/clients-target.log"
 fi
 code=$(it_post "$URL" /v1/completions "$WORK/p1.body" "$WORK/after.json")
 [ "$code" = 200 ] || it_fail "request after the disconnect: HTTP $code"
-"$TOOL" text "$WORK/after.json" "$WORK/after.txt" && it_same "request after the disconnect" "$WORK/ar1.txt" "$WORK/after.txt"
+it_text_same "request after the disconnect" "$WORK/ar1.txt" "$WORK/after.json" "$WORK/after.txt"
 
 # ---- (b) 50 concurrent clients, queue 8 ------------------------------------------------
 n=50
@@ -59,7 +59,7 @@ for c in $(seq 0 $((n - 1))); do
   code=$(cat "$WORK/c$c.code")
   case "$code" in
     200)
-      if "$TOOL" text "$WORK/c$c.json" "$WORK/c$c.txt" && it_same "client $c (prompt $i)" "$WORK/ar$i.txt" "$WORK/c$c.txt"; then
+      if it_text_same "client $c (prompt $i)" "$WORK/ar$i.txt" "$WORK/c$c.json" "$WORK/c$c.txt"; then
         ok=$((ok + 1))
       else
         other=$((other + 1))

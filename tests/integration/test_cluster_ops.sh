@@ -45,7 +45,7 @@ done
 [ "$health_ok" = 3 ] || it_fail "/health during the flood: $health_ok of 3 answered 200"
 code=$(it_post "$URL" /v1/completions "$WORK/req.body" "$WORK/flood-req.json")
 case "$code" in
-  200) "$TOOL" text "$WORK/flood-req.json" "$WORK/flood-req.txt" && it_same "request during the flood" "$WORK/ar.txt" "$WORK/flood-req.txt" ;;
+  200) it_text_same "request during the flood" "$WORK/ar.txt" "$WORK/flood-req.json" "$WORK/flood-req.txt" ;;
   503) "$TOOL" get "$WORK/flood-req.json" error.message >/dev/null || it_fail "503 without a JSON error" ;;
   *) it_fail "request during the flood: HTTP $code (000: reset or no answer)" ;;
 esac
@@ -77,7 +77,7 @@ cat >"$WORK/tiny.body" <<'EOF'
 EOF
 code=$(it_post "$URL" /v1/completions "$WORK/tiny.body" "$WORK/tiny.json")
 [ "$code" = 200 ] || it_fail "tiny top_p: HTTP $code"
-"$TOOL" text "$WORK/tiny.json" "$WORK/tiny.txt" && it_same "temperature 1, top_p 1e-46" "$WORK/ar.txt" "$WORK/tiny.txt"
+it_text_same "temperature 1, top_p 1e-46" "$WORK/ar.txt" "$WORK/tiny.json" "$WORK/tiny.txt"
 
 # ---- (2c) http.request_timeout_s = 20 ----------------------------------------------------
 kill -STOP "$DRAFT_PID"
