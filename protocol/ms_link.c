@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,30 @@
 #include <zmq.h>
 
 #define MS_ZMQ_FAIL(code, what) MS_FAIL(code, "zmq %s: %s", what, zmq_strerror(zmq_errno()))
+
+/* Bad input from peers (issue 35: 24,225 undecodable frames from a stranger
+ * without the secret wrote 2.3 MB of log in 6 s). Every bad message is
+ * counted; a line is written while a token is left (BADLOG_BURST, one back
+ * every BADLOG_REFILL_NS); the rest are tallied per peer (the first
+ * BADLOG_PEERS routing ids, then "other peers") and summarised in one line
+ * BADLOG_SUMMARY_NS after the first one left out, or when the link closes. */
+#define BADLOG_BURST 16
+#define BADLOG_REFILL_NS (5ull * 1000000000ull)
+#define BADLOG_SUMMARY_NS (30ull * 1000000000ull)
+#define BADLOG_PEERS 4
+#define BADLOG_ID 8 /* routing id bytes shown (ZeroMQ's own are 5) */
+
+typedef struct {
+    int64_t tokens;
+    uint64_t refill_ns, first_ns;   /* tokens last refilled; first message left out since the last summary */
+    int64_t left_out, others;       /* messages not logged since the last summary; those from peers past the table */
+    struct {
+        uint8_t id[BADLOG_ID];
+        size_t len;
+        int64_t n;
+    } peer[BADLOG_PEERS];
+    int n_peer;
+} badlog;
 
 struct ms_link {
     bool server;
@@ -53,6 +78,7 @@ struct ms_link {
     int challenges;                          /* draft: challenges answered since the last other reply */
     uint8_t answered[MS_WIRE_NONCE_BYTES];   /* draft: the nonce it proved last (all zero: none) */
     uint64_t listening_since_ns, last_recv_ns; /* target: when recv resumed after a pause */
+    badlog bad;                                /* bad input's log budget and tallies */
 };
 
 #define LINK_CHALLENGES_MAX 4 /* a draft whose proofs are refused this often in a row has another secret */
@@ -201,6 +227,79 @@ static ms_status setup_curve(ms_link *l) {
     return MS_OK;
 }
 
+/* ---- bad input's log ---------------------------------------------------------- */
+
+static void id_hex(const uint8_t *id, size_t n, char *out, size_t cap) {
+    size_t k = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n && i < BADLOG_ID && k + 3 <= cap; i++, k += 2) snprintf(out + k, cap - k, "%02x", id[i]);
+    if (n == 0) snprintf(out, cap, "-");
+}
+
+/* One line for the messages left out, once BADLOG_SUMMARY_NS has passed since
+ * the first of them (or now: force). */
+static void badlog_summary(ms_link *l, bool force) {
+    badlog *b = &l->bad;
+    if (b->left_out == 0) return;
+    const uint64_t now = ms_now_ns();
+    if (!force && now - b->first_ns < BADLOG_SUMMARY_NS) return;
+    char line[512];
+    int k = snprintf(line, sizeof line, "link: %lld bad message(s) in the last %.0f s not logged one by one:",
+                     (long long)b->left_out, (double)(now - b->first_ns) * 1e-9);
+    for (int i = 0; i < b->n_peer && k > 0 && (size_t)k < sizeof line; i++) {
+        char hex[2 * BADLOG_ID + 1];
+        id_hex(b->peer[i].id, b->peer[i].len, hex, sizeof hex);
+        k += snprintf(line + k, sizeof line - (size_t)k, "%s peer %s: %lld", i ? "," : "", hex, (long long)b->peer[i].n);
+    }
+    if (b->others > 0 && k > 0 && (size_t)k < sizeof line)
+        snprintf(line + k, sizeof line - (size_t)k, ", other peers: %lld", (long long)b->others);
+    MS_LOG_WARN("%s", line);
+    b->left_out = b->others = 0;
+    b->n_peer = 0;
+}
+
+/* A bad message from the sender of the last one (its routing id in last_id on
+ * the target): counted, and logged at `level` while the budget lasts. */
+__attribute__((format(printf, 4, 5))) static void bad_input(ms_link *l, ms_log_level level, int line, const char *fmt,
+                                                           ...) {
+    badlog *b = &l->bad;
+    const uint64_t now = ms_now_ns();
+    badlog_summary(l, false);
+    uint64_t back = (now - b->refill_ns) / BADLOG_REFILL_NS;
+    if (back > 0) {
+        b->tokens = b->tokens + (int64_t)back > BADLOG_BURST ? BADLOG_BURST : b->tokens + (int64_t)back;
+        b->refill_ns += back * BADLOG_REFILL_NS;
+    }
+    if (b->tokens == BADLOG_BURST) b->refill_ns = now;
+    const uint8_t *id = l->server ? l->last_id : NULL;
+    size_t id_len = l->server ? (l->last_len < BADLOG_ID ? l->last_len : BADLOG_ID) : 0;
+    if (b->tokens > 0) {
+        b->tokens--;
+        char msg[640], hex[2 * BADLOG_ID + 1];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        id_hex(id, id_len, hex, sizeof hex);
+        ms_log_msg(level, __FILE__, line, "%s (peer %s)%s", msg, l->server ? hex : "target",
+                   b->tokens == 0 ? "; more bad messages are counted and summarised" : "");
+        return;
+    }
+    if (b->left_out++ == 0) b->first_ns = now;
+    for (int i = 0; i < b->n_peer; i++)
+        if (b->peer[i].len == id_len && !memcmp(b->peer[i].id, id, id_len)) {
+            b->peer[i].n++;
+            return;
+        }
+    if (b->n_peer < BADLOG_PEERS) {
+        if (id_len) memcpy(b->peer[b->n_peer].id, id, id_len);
+        b->peer[b->n_peer].len = id_len;
+        b->peer[b->n_peer++].n = 1;
+        return;
+    }
+    b->others++;
+}
+
 /* ---- open / close ----------------------------------------------------------- */
 
 static ms_status link_open(const ms_link_opts *o, bool server, ms_link **out) {
@@ -217,6 +316,8 @@ static ms_status link_open(const ms_link_opts *o, bool server, ms_link **out) {
     if (l->o.heartbeat_ms <= 0) l->o.heartbeat_ms = 500;
     if (l->o.max_message_bytes <= 0) l->o.max_message_bytes = 64ll << 20;
     l->o.secret_file = NULL; /* read here, not kept */
+    l->bad.tokens = BADLOG_BURST;
+    l->bad.refill_ns = ms_now_ns();
     ms_status st = ms_wire_arena_new(o->max_prompt, &l->arena);
     if (st < 0) goto fail;
     if (o->secret_file && o->secret_file[0] && (st = load_secret(l, o->secret_file)) < 0) goto fail;
@@ -271,6 +372,7 @@ ms_status ms_link_connect(const ms_link_opts *o, ms_link **out) { return link_op
 void ms_link_close(ms_link **pl) {
     ms_link *l = *pl;
     if (!l) return;
+    badlog_summary(l, true);
     if (l->monitor) zmq_close(l->monitor);
     if (l->sock) zmq_close(l->sock);
     if (l->ctx) zmq_ctx_shutdown(l->ctx); /* wakes the ZAP thread with ETERM */
@@ -314,7 +416,10 @@ static ms_status xfer_prepare(ms_link *l, const ms_wire_msg *m, ms_wire_msg *c, 
     return MS_OK;
 }
 
-static ms_status send_to(ms_link *l, const uint8_t *id, size_t id_len, const ms_wire_msg *m) {
+/* flags: 0, or ZMQ_DONTWAIT for replies to input nobody vouched for (a peer
+ * that floods and never reads must not hold this thread for the send
+ * deadline at each reply; a reply that does not fit is dropped). */
+static ms_status send_to(ms_link *l, const uint8_t *id, size_t id_len, const ms_wire_msg *m, int flags) {
     const void *tensor = NULL;
     size_t tensor_bytes = 0;
     ms_wire_msg copy;
@@ -336,9 +441,9 @@ static ms_status send_to(ms_link *l, const uint8_t *id, size_t id_len, const ms_
         if (pending) ms_xfer_send_finish(l->xfer); /* the peer never hears of it: NCCL times out, drops */
         return st;
     }
-    if (l->server && zmq_send(l->sock, id, id_len, ZMQ_SNDMORE) < 0) goto fail;
-    if (zmq_send(l->sock, l->ctrl.data, l->ctrl.len, tensor ? ZMQ_SNDMORE : 0) < 0) goto fail;
-    if (tensor && zmq_send(l->sock, tensor, tensor_bytes, 0) < 0) goto fail;
+    if (l->server && zmq_send(l->sock, id, id_len, ZMQ_SNDMORE | flags) < 0) goto fail;
+    if (zmq_send(l->sock, l->ctrl.data, l->ctrl.len, (tensor ? ZMQ_SNDMORE : 0) | flags) < 0) goto fail;
+    if (tensor && zmq_send(l->sock, tensor, tensor_bytes, flags) < 0) goto fail;
     l->counters.sent++;
     if (pending) return ms_xfer_send_finish(l->xfer); /* NCCL: the send completes as the peer receives */
     return MS_OK;
@@ -356,7 +461,7 @@ ms_status ms_link_send(ms_link *l, const ms_wire_msg *m) {
         l->hello = m->u.hello;
         l->have_hello = true;
     }
-    return send_to(l, l->peer_id, l->peer_len, m);
+    return send_to(l, l->peer_id, l->peer_len, m, 0);
 }
 
 static void send_error(ms_link *l, const uint8_t *id, size_t id_len, const ms_wire_msg *about, ms_status code,
@@ -368,17 +473,18 @@ static void send_error(ms_link *l, const uint8_t *id, size_t id_len, const ms_wi
     }
     e.u.error.code = code;
     snprintf(e.u.error.message, sizeof e.u.error.message, "%s", text);
-    if (send_to(l, id, id_len, &e) < 0) MS_LOG_DEBUG("link: error reply not delivered");
+    if (send_to(l, id, id_len, &e, ZMQ_DONTWAIT) < 0) MS_LOG_DEBUG("link: error reply not delivered");
 }
 
 void ms_link_tick(ms_link *l) {
+    badlog_summary(l, false);
     uint64_t now = ms_now_ns();
     if ((l->server && !l->have_peer) || now - l->last_sent_hb_ns < (uint64_t)l->o.heartbeat_ms * 1000000ull) return;
     l->last_sent_hb_ns = now;
     ms_wire_msg hb = {.type = MS_WIRE_HEARTBEAT};
     hb.u.heartbeat.seq = ++l->hb_seq;
     hb.u.heartbeat.t_ns = now;
-    if (send_to(l, l->peer_id, l->peer_len, &hb) < 0 && l->server) {
+    if (send_to(l, l->peer_id, l->peer_len, &hb, 0) < 0 && l->server) {
         MS_LOG_WARN("link: draft unreachable; dropping it");
         l->have_peer = false;
     }
@@ -484,7 +590,7 @@ static bool peer_present(ms_link *l) {
     ms_wire_msg hb = {.type = MS_WIRE_HEARTBEAT};
     hb.u.heartbeat.seq = ++l->hb_seq;
     hb.u.heartbeat.t_ns = ms_now_ns();
-    if (send_to(l, l->peer_id, l->peer_len, &hb) < 0) {
+    if (send_to(l, l->peer_id, l->peer_len, &hb, 0) < 0) {
         MS_LOG_WARN("link: the accepted draft's connection is gone; dropping it");
         l->have_peer = false;
         return false;
@@ -508,11 +614,11 @@ static bool hello_admissible(ms_link *l, const ms_wire_hello *h) {
                           : "link authentication failed: the proof does not match this target's link.secret_file");
             memcpy(ack.u.ack.nonce, l->nonce, MS_WIRE_NONCE_BYTES);
             l->counters.auth_refused++;
-            if (send_to(l, l->last_id, l->last_len, &ack) < 0) MS_LOG_DEBUG("link: challenge not delivered");
+            if (send_to(l, l->last_id, l->last_len, &ack, ZMQ_DONTWAIT) < 0) MS_LOG_DEBUG("link: challenge not delivered");
             /* every draft's first hello comes without a proof: only a wrong one is news */
-            ms_log_msg(none ? MS_LOG_DEBUG : MS_LOG_WARN, __FILE__, __LINE__, "link: %s a hello (pid %lld)%s",
-                       none ? "challenged" : "refused", (long long)h->pid,
-                       none ? " without a proof of the link secret" : ": wrong proof of the link secret");
+            if (none) MS_LOG_DEBUG("link: challenged a hello (pid %lld) without a proof of the link secret", (long long)h->pid);
+            else bad_input(l, MS_LOG_WARN, __LINE__, "link: refused a hello (pid %lld): wrong proof of the link secret",
+                           (long long)h->pid);
             return false;
         }
         /* a proof is good once: the next hello must answer a new nonce */
@@ -526,7 +632,8 @@ static bool hello_admissible(ms_link *l, const ms_wire_hello *h) {
                  (long long)((ms_now_ns() - l->last_heard_ns) / 1000000ull));
         l->counters.busy_refused++;
         send_error(l, l->last_id, l->last_len, NULL, MS_ERR_PEER, text);
-        MS_LOG_WARN("link: refused a second draft (pid %lld): the accepted one is alive", (long long)h->pid);
+        bad_input(l, MS_LOG_WARN, __LINE__, "link: refused a second draft (pid %lld): the accepted one is alive",
+                  (long long)h->pid);
         return false;
     }
     return true;
@@ -560,7 +667,7 @@ static bool answer_challenge(ms_link *l, const ms_wire_hello_ack *a) {
     h.u.hello = l->hello;
     proof_of(l, a->nonce, h.u.hello.auth);
     memcpy(l->answered, a->nonce, MS_WIRE_NONCE_BYTES);
-    if (send_to(l, NULL, 0, &h) < 0) MS_LOG_DEBUG("link: answer to the challenge not sent");
+    if (send_to(l, NULL, 0, &h, 0) < 0) MS_LOG_DEBUG("link: answer to the challenge not sent");
     else MS_LOG_DEBUG("link: answered the target's challenge");
     return true;
 }
@@ -614,7 +721,7 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         }
         if (extra) {
             st = MS_ERR_FORMAT;
-            MS_LOG_WARN("link: dropped a message of more than two frames");
+            bad_input(l, MS_LOG_WARN, __LINE__, "link: dropped a message of more than two frames");
         } else {
             st = ms_wire_decode(zmq_msg_data(&ctrl), zmq_msg_size(&ctrl), has_tensor ? zmq_msg_data(&tensor) : NULL,
                                 has_tensor ? zmq_msg_size(&tensor) : 0, has_tensor, l->arena, out);
@@ -624,6 +731,7 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         zmq_msg_close(&tensor);
         if (st < 0) {
             l->counters.decode_errors++;
+            if (!extra) bad_input(l, MS_LOG_ERROR, __LINE__, "wire: %s", ms_wire_arena_error(l->arena));
             send_error(l, l->last_id, l->last_len, NULL, st,
                        extra ? "message has more than two frames" : ms_wire_arena_error(l->arena));
             return st == MS_ERR_NOMEM ? st : MS_ERR_FORMAT;
@@ -639,8 +747,8 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
         if (!from_peer) {
             send_error(l, l->last_id, l->last_len, out, MS_ERR_PEER, "not connected: send a hello first");
             /* A draft's heartbeats before its hello is accepted are routine. */
-            ms_log_msg(out->type == MS_WIRE_HEARTBEAT ? MS_LOG_DEBUG : MS_LOG_WARN, __FILE__, __LINE__,
-                       "link: dropped %s from an unknown peer", ms_wire_type_name(out->type));
+            if (out->type == MS_WIRE_HEARTBEAT) MS_LOG_DEBUG("link: dropped heartbeat from an unknown peer");
+            else bad_input(l, MS_LOG_WARN, __LINE__, "link: dropped %s from an unknown peer", ms_wire_type_name(out->type));
             continue;
         }
         l->last_heard_ns = ms_now_ns();
@@ -673,7 +781,7 @@ ms_status ms_link_accept_peer(ms_link *l, bool accept, const char *reason) {
         l->last_heard_ns = ms_now_ns();
         if (l->xfer) MS_TRY(ms_xfer_accept(l->xfer, &l->last_offer, &ack.u.ack));
     }
-    MS_TRY(send_to(l, l->last_id, l->last_len, &ack));
+    MS_TRY(send_to(l, l->last_id, l->last_len, &ack, 0));
     /* NCCL: the draft joins the communicator when it reads the ack. */
     if (accept && l->xfer && ms_xfer_connect(l->xfer) < 0)
         MS_LOG_WARN("link: tensor transport not connected; features go as host frames");

@@ -59,7 +59,9 @@ ms_status ms_link_send(ms_link *l, const ms_wire_msg *m);
 
 /* Wait up to timeout_ms (0: poll, -1: the deadline) for one message that is
  * not a heartbeat. MS_ERR_TIMEOUT when none came. A frame that does not decode
- * is answered with an error reply, logged, and MS_ERR_FORMAT returned (the
+ * is answered with an error reply (without waiting), logged within a budget
+ * (bad input from any peer is counted; past 16 lines, one back every 5 s, it
+ * is summarised per peer at most every 30 s), and MS_ERR_FORMAT returned (the
  * caller just goes on). On the target, a hello from a new draft is returned
  * to the caller, who accepts it with ms_link_accept_peer; messages from any
  * other unknown peer are answered with an error and dropped. Target: when the

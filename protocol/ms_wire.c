@@ -536,7 +536,9 @@ __attribute__((format(printf, 5, 6))) static ms_status rd_fail(rd *r, ms_status 
     va_start(ap, fmt);
     vsnprintf(r->a->err + off, sizeof(r->a->err) - (size_t)off, fmt, ap);
     va_end(ap);
-    ms_log_msg(MS_LOG_ERROR, file, line, "wire: %s", r->a->err);
+    /* Debug only: frames come from peers nobody vouched for yet, so the
+     * caller (ms_link) reports the text, counted and rate-limited (issue 35). */
+    ms_log_msg(MS_LOG_DEBUG, file, line, "wire: %s", r->a->err);
     return code;
 }
 #define RFAIL(r, code, ...) return rd_fail((r), (code), __FILE__, __LINE__, __VA_ARGS__)

@@ -197,8 +197,9 @@ size_t ms_wire_arena_bytes(const ms_wire_arena *a);
 /* Decode one message: ctrl = frame 0; tensor/tensor_len = frame 1 when
  * has_tensor (any alignment). Fills *out (pointers into the arena; features
  * always f32, copied or converted). Trees come with masks rebuilt from the
- * parents and pass ms_tree_validate. Errors (logged, and kept in
- * ms_wire_arena_error; *out is then unspecified): MS_ERR_FORMAT malformed,
+ * parents and pass ms_tree_validate. Errors (kept in ms_wire_arena_error for
+ * the caller to report, logged at debug level only: the bytes come from
+ * peers; *out is then unspecified): MS_ERR_FORMAT malformed,
  * MS_ERR_UNSUPPORTED another protocol version (naming both), MS_ERR_RANGE a
  * count or value past its bound; each names the message type and the field.
  * MS_ERR_NOMEM. Ids are checked ≥ 0 only: their range vs the vocabulary is

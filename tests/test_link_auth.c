@@ -12,12 +12,21 @@
  *      gets an error reply (MS_ERR_PEER) and the first stays the peer; it is
  *      admitted once the first closes its connection;
  *   5. without a secret: the same refusal of a second draft, and admission
- *      once the first stays silent for 3 heartbeat periods.
+ *      once the first stays silent for 3 heartbeat periods;
+ *   6. a flood of undecodable frames from a stranger without the secret (issue
+ *      35): every frame counted and answered, the log a few lines (the first
+ *      ones, then one summary naming the peer with the rest), the pump never
+ *      held by a stranger who does not read its replies, and a draft with the
+ *      secret admitted after it.
  * Waits are bounded polls. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
 
 #include "ms_link.h"
 #include "test_fs.h"
@@ -305,6 +314,108 @@ out:
     ms_link_close(&t);
 }
 
+/* ---- 6. a flood from a stranger ----------------------------------------------------- */
+
+/* Lines of path containing needle; *sum adds the number after "peer HEX: " on
+ * each (the summary's per-peer counts). */
+static int count_lines(const char *path, const char *needle, long long *sum) {
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strstr(line, needle)) continue;
+        n++;
+        for (const char *p = line; sum && (p = strstr(p, " peer ")) != NULL;) {
+            p += 6;
+            const char *c = strstr(p, ": ");
+            if (c) *sum += atoll(c + 2);
+        }
+    }
+    if (f) fclose(f);
+    return n;
+}
+
+static void test_flood(const char *dir) {
+    enum { N_FLOOD = 5000 };
+    char ep[600], secret[600], logp[600];
+    snprintf(ep, sizeof ep, "ipc://%s/flood.sock", dir);
+    snprintf(secret, sizeof secret, "%s/flood.secret", dir);
+    snprintf(logp, sizeof logp, "%s/flood.log", dir);
+    write_file(secret, SECRET, 0600);
+    ms_link_opts to = {.endpoint = ep, .deadline_ms = 2000, .heartbeat_ms = 200, .secret_file = secret};
+    ms_link *t = NULL, *d = NULL;
+    CHECK(ms_link_bind(&to, &t) == MS_OK && ms_link_connect(&to, &d) == MS_OK, "flood: links");
+    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_connect(s, ep) == 0, "flood: the stranger connects");
+    if (!t || !d) goto out;
+    /* The target's log, at info, into a file. */
+    ms_log_level level = ms_log_get_level();
+    ms_log_set_level(MS_LOG_INFO);
+    fflush(stderr);
+    int saved = dup(2), lf = open(logp, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    CHECK(saved >= 0 && lf >= 0 && dup2(lf, 2) == 2, "flood: log to a file");
+    /* 200 random bytes a frame (as issue 35's probe), half of them behind a
+     * map header so the decoder gets past byte 0; the stranger never reads. */
+    uint64_t x = 35;
+    int sent = 0;
+    ms_wire_msg m;
+    /* One bound for sending and pumping: a pump that waited link.deadline_ms
+     * at each reply to a stranger who never reads (before issue 35) would
+     * take hours; it stops sending there and fails the counts below. */
+    double end = ms_now_s() + 40;
+    for (int i = 0; i < N_FLOOD && ms_now_s() < end; i++) {
+        uint8_t f[200];
+        for (size_t k = 0; k < sizeof f; k++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            f[k] = (uint8_t)(x >> 56);
+        }
+        f[0] = i % 2 ? 0x82 : 0xc1; /* a 2-key map; a byte msgpack never uses */
+        /* Past the socket's high-water mark, the target's pump makes room. */
+        int w;
+        while ((w = zmq_send(s, f, sizeof f, ZMQ_DONTWAIT)) < 0 && zmq_errno() == EAGAIN && ms_now_s() < end)
+            ms_link_recv(t, 5, &m);
+        sent += w == (int)sizeof f;
+    }
+    /* The pump: every frame decoded (and refused). */
+    while (ms_link_counters_get(t).decode_errors < sent && ms_now_s() < end) ms_link_recv(t, 20, &m);
+    int64_t errs = ms_link_counters_get(t).decode_errors;
+    /* A draft with the secret is still admitted (once the flood is absorbed:
+     * behind a backlog, a pump held at each reply would not get to it). */
+    if (errs == sent) {
+        ms_wire_msg h = hello_of(601);
+        int reached = 0;
+        CHECK(ms_link_send(d, &h) == MS_OK, "flood: the draft's hello sent");
+        CHECK(exchange(t, d, &m, &reached) == MS_OK && m.type == MS_WIRE_HELLO_ACK && m.u.ack.accepted,
+              "flood: the draft with the secret is admitted after it (got %s)", ms_wire_type_name(m.type));
+    }
+    ms_link_close(&t); /* writes the summary of what was left out */
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(lf);
+    ms_log_set_level(level);
+    CHECK(sent == N_FLOOD, "flood: %d of %d frames sent", sent, N_FLOOD);
+    CHECK(errs == sent, "flood: %lld decode errors counted for %d frames", (long long)errs, sent);
+    long long summarised = 0;
+    int detailed = count_lines(logp, "wire: ", NULL);
+    int summaries = count_lines(logp, "not logged one by one", &summarised);
+    int all = count_lines(logp, "", NULL);
+    printf("flood: %d frames, %d log lines (%d one by one, %d summaries of %lld more)\n", sent, all, detailed,
+           summaries, summarised);
+    CHECK(detailed >= 1, "flood: the first bad frame left no line");
+    CHECK(all <= 40, "flood: %d log lines for %d bad frames (want a few: the first ones and a summary)", all, sent);
+    CHECK(summaries >= 1 && detailed + summarised == sent,
+          "flood: %d lines one by one + %lld summarised != %d frames (the summary must count every one left out)",
+          detailed, summarised, sent);
+out:
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    ms_link_close(&d);
+    ms_link_close(&t);
+}
+
 int main(void) {
     ms_log_set_level(getenv("MS_LOG") ? ms_log_get_level() : MS_LOG_OFF);
     char dir[512];
@@ -316,6 +427,7 @@ int main(void) {
     test_secret_file(dir);
     test_with_secret(dir);
     test_without_secret(dir);
+    test_flood(dir);
     ms_test_rmtree(dir);
     if (g_fail) {
         fprintf(stderr, "test_link_auth: %d failure(s)\n", g_fail);
