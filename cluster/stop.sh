@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Stops the cluster cluster/launch.sh started (RUN_DIR, default build/cluster):
 # SIGTERM, then SIGKILL after a grace period, locally, in a namespace or over ssh.
+# A pid is signalled only while it is still the node launch.sh recorded (same
+# start time; cluster/lib/proc.sh): a node that already exited is reported as
+# such, and a process that reused its pid is left alone.
 #
 #   cluster/stop.sh            (no arguments; RUN_DIR=DIR for another run folder)
 set -uo pipefail
@@ -12,19 +15,15 @@ for a in "$@"; do
   esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/cluster/lib/proc.sh"
 run_dir=${RUN_DIR:-$root/build/cluster}
 [ -f "$run_dir/pids" ] || { echo "stop.sh: nothing to stop ($run_dir/pids absent)" >&2; exit 0; }
-sig() { # sig WHERE PID SIGNAL
-  case "$1" in
-    local|netns:*) kill "-$3" "$2" 2>/dev/null ;;
-    *) ssh -o BatchMode=yes "$1" "kill -$3 $2" 2>/dev/null ;;
+while read -r role where pid start; do
+  [ -n "${pid:-}" ] || continue
+  case $(proc_stop "$where" "$pid" "${start:-}" "$role") in
+    stopped) echo "stop.sh: $role ($pid) stopped" >&2 ;;
+    killed) echo "stop.sh: $role ($pid) killed" >&2 ;;
+    *) echo "stop.sh: $role ($pid) was not running (exited, or the pid is another process now): not signalled" >&2 ;;
   esac
-}
-alive() { case "$1" in local|netns:*) kill -0 "$2" 2>/dev/null ;; *) ssh -o BatchMode=yes "$1" "kill -0 $2" 2>/dev/null ;; esac; }
-while read -r role where pid; do
-  sig "$where" "$pid" TERM
-  for _ in $(seq 1 50); do alive "$where" "$pid" || break; sleep 0.1; done
-  if alive "$where" "$pid"; then sig "$where" "$pid" KILL; echo "stop.sh: $role ($pid) killed" >&2
-  else echo "stop.sh: $role ($pid) stopped" >&2; fi
 done <"$run_dir/pids"
-rm -f "$run_dir/pids" "$run_dir/url" "$run_dir/link.secret"
+rm -f "$run_dir/pids" "$run_dir/url" "$run_dir/link.secret" "$run_dir/launch.vars"

@@ -24,7 +24,8 @@ set(MS_ITESTS
     cluster_hello 240
     cluster_promtool 180
     cluster_openai 180
-    cluster_badpath 120)
+    cluster_badpath 120
+    cluster_restart 180)
 while(MS_ITESTS)
   list(POP_FRONT MS_ITESTS name timeout)
   string(REGEX REPLACE "^cluster_equiv_.*" "cluster_equiv" script ${name})

@@ -43,7 +43,7 @@ IT_CLEANUP="RUN_DIR=$run bash $MS_SOURCE_DIR/cluster/stop.sh >/dev/null 2>&1"
 echo "RUN_DIR=$run bash $MS_SOURCE_DIR/cluster/stop.sh" >"$WORK/.cleanup"
 RUN_DIR=$run timeout 120 bash "$MS_SOURCE_DIR/cluster/launch.sh" "$WORK/hello.cfg" --build "$MS_BUILD_DIR" \
   --timeout 60 --logs "$WORK" >"$WORK/launch.out" 2>&1 || it_die "launch.sh failed: $(cat "$WORK/launch.out")"
-while read -r _ _ pid; do IT_PIDS+=("$pid"); echo "$pid" >>"$WORK/.pids"; done <"$run/pids"
+while read -r _ _ pid _; do IT_PIDS+=("$pid"); echo "$pid" >>"$WORK/.pids"; done <"$run/pids"
 draft_pid=$(awk '$1 == "draft" { print $3 }' "$run/pids")
 tlog=$WORK/target.log
 [ -f "$run/link.secret" ] || it_die "launch.sh wrote no link secret in $run"
@@ -95,7 +95,7 @@ it_config "$WORK/nosecret.cfg"
 RUN_DIR=$WORK/run2 timeout 120 bash "$MS_SOURCE_DIR/cluster/launch.sh" "$WORK/nosecret.cfg" --build "$MS_BUILD_DIR" \
   --timeout 60 --logs "$WORK/nosecret" --no-link-secret >"$WORK/launch2.out" 2>&1 ||
   it_fail "launch.sh --no-link-secret failed: $(cat "$WORK/launch2.out")"
-[ -f "$WORK/run2/pids" ] && while read -r _ _ pid; do IT_PIDS+=("$pid"); echo "$pid" >>"$WORK/.pids"; done <"$WORK/run2/pids"
+[ -f "$WORK/run2/pids" ] && while read -r _ _ pid _; do IT_PIDS+=("$pid"); echo "$pid" >>"$WORK/.pids"; done <"$WORK/run2/pids"
 [ ! -f "$WORK/run2/link.secret" ] || it_fail "launch.sh --no-link-secret wrote a secret"
 grep -q '(link secret)' "$WORK/nosecret/target.log" && it_fail "--no-link-secret: the target uses a secret"
 RUN_DIR=$WORK/run2 bash "$MS_SOURCE_DIR/cluster/stop.sh" >/dev/null 2>&1

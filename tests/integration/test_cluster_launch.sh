@@ -39,7 +39,7 @@ launch || it_fail "launch.sh on a free port failed: $(cat "$WORK/launch.out")"
 if [ -f "$WORK/run/pids" ]; then
   IT_CLEANUP="RUN_DIR=$WORK/run bash $MS_SOURCE_DIR/cluster/stop.sh >/dev/null 2>&1"
   n=0
-  while read -r role where pid; do
+  while read -r role where pid _; do
     IT_PIDS+=("$pid")
     n=$((n + 1))
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "--config $WORK/launch.cfg" ||

@@ -40,8 +40,8 @@ RUN_DIR=$WORK/run ip netns exec "$ns1" "$MS_SOURCE_DIR/cluster/launch.sh" "$cfg"
 rc=$?
 cat "$WORK/launch.out"
 [ "$rc" = 0 ] || it_die "launch.sh failed (exit $rc)"
-read -r _ where_t pid_t < <(grep '^target ' "$WORK/run/pids")
-read -r _ where_d pid_d < <(grep '^draft ' "$WORK/run/pids")
+read -r _ where_t pid_t _ < <(grep '^target ' "$WORK/run/pids")
+read -r _ where_d pid_d _ < <(grep '^draft ' "$WORK/run/pids")
 [ "$where_t" = "netns:$ns1" ] && [ "$where_d" = "netns:$ns2" ] || it_fail "pids file: target $where_t, draft $where_d"
 [ "$(ip netns identify "$pid_t")" = "$ns1" ] || it_fail "the target (pid $pid_t) is not in $ns1"
 [ "$(ip netns identify "$pid_d")" = "$ns2" ] || it_fail "the draft (pid $pid_d) is not in $ns2"
