@@ -42,11 +42,12 @@ done
 # OpenAI client (tests/integration/test_cluster_openai.sh); ggml's `gguf`
 # reader and numpy (the GGUF golden checks, the float64 reference forward and
 # tools/specvocab_build.py, which writes the SpecVocab artefacts);
-# Hugging Face's tokenizers (Gemma's tokenizer.json as an independent reference).
+# Hugging Face's tokenizers (Gemma's tokenizer.json as an independent reference);
+# msgpack, the independent reader of the wire goldens (tests/test_wire_golden.py).
 # A failed pip install is reported and the tests that need it skip; it does
 # not stop the build.
-py_mods=(openai gguf numpy tokenizers)
-py_pkgs=(openai gguf==0.19.0 numpy tokenizers)
+py_mods=(openai gguf numpy tokenizers msgpack)
+py_pkgs=(openai gguf==0.19.0 numpy tokenizers msgpack)
 python_deps() {
   local i want=()
   for i in "${!py_mods[@]}"; do
