@@ -73,7 +73,55 @@ static void find_levels(void) {
     printf("\n");
 }
 
-static void set_level(ms_isa l) { CHECK(ms_isa_set(l), "ms_isa_set(%s)", ms_isa_name(l)); }
+/* The level a path of ms_qdot_path needs; MS_ISA_COUNT for a name not known. */
+static ms_isa path_level(const char *path) {
+    static const struct {
+        const char *name;
+        ms_isa isa;
+    } k_paths[] = {{"scalar", MS_ISA_SCALAR}, {"avx2", MS_ISA_AVX2},         {"avx512vnni", MS_ISA_AVX512},
+                   {"avx512vnni+amx", MS_ISA_AMX}, {"neon", MS_ISA_NEON}, {"neon-dotprod", MS_ISA_DOTPROD},
+                   {"neon-i8mm", MS_ISA_I8MM}};
+    for (size_t i = 0; i < sizeof k_paths / sizeof k_paths[0]; i++)
+        if (!strcmp(path, k_paths[i].name)) return k_paths[i].isa;
+    return MS_ISA_COUNT;
+}
+
+/* The path each dtype takes needs no more than level l: at avx512 no AMX
+ * tile path, at neon no dotprod. */
+static void check_paths(ms_isa l) {
+    for (int ti = 0; ti < N_TYPES; ti++) {
+        const char *p = ms_qdot_path(k_types[ti]);
+        const ms_isa need = path_level(p);
+        CHECK(need != MS_ISA_COUNT && ms_isa_includes(l, need), "%s at level %s takes path %s",
+              ms_dtype_name(k_types[ti]), ms_isa_name(l), p);
+    }
+}
+
+static void set_level(ms_isa l) {
+    CHECK(ms_isa_set(l) && ms_isa_active() == l, "ms_isa_set(%s): active %s", ms_isa_name(l),
+          ms_isa_name(ms_isa_active()));
+    check_paths(l);
+}
+
+/* test_qdot --isa-cap LEVEL, run with MS_ISA=LEVEL (or MS_NO_AMX=1 for
+ * avx512) in the environment: the kernels' level must be LEVEL where the CPU
+ * has it, else the CPU's own, and no dtype may take a path above it. */
+static int isa_cap(const char *name) {
+    ms_isa cap;
+    if (!ms_isa_parse(name, &cap)) {
+        fprintf(stderr, "test_qdot --isa-cap: unknown level '%s'\n", name);
+        return 2;
+    }
+    const ms_isa cpu = ms_isa_cpu(), want = ms_isa_includes(cpu, cap) ? cap : cpu, got = ms_isa_active();
+    CHECK(got == want, "MS_ISA=%s (MS_NO_AMX=%s) on a %s CPU: the kernels run %s, want %s",
+          getenv("MS_ISA") ? getenv("MS_ISA") : "", getenv("MS_NO_AMX") ? getenv("MS_NO_AMX") : "", ms_isa_name(cpu),
+          ms_isa_name(got), ms_isa_name(want));
+    check_paths(want);
+    printf("test_qdot --isa-cap %s: CPU %s, kernels %s, paths", name, ms_isa_name(cpu), ms_isa_name(got));
+    for (int ti = 0; ti < N_TYPES; ti++) printf(" %s:%s", ms_dtype_name(k_types[ti]), ms_qdot_path(k_types[ti]));
+    printf("\n");
+    return g_fail ? 1 : 0;
+}
 
 /* Bitwise equal and not NaN: inputs here are finite, so a NaN in either
  * output is a fault, even when the other one has it too. */
@@ -658,7 +706,12 @@ static void test_q4k_extremes(void) {
     free(wd), free(x), free(y), free(yr);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--isa-cap")) return isa_cap(argv[2]);
+    if (argc != 1) {
+        fprintf(stderr, "usage: test_qdot [--isa-cap LEVEL]\n");
+        return 2;
+    }
     /* 1 thread, then 2: the pool is started once (see set_threads) */
     find_levels();
     for (int l = 0; l < g_nlev; l++) { /* each level's quantizer against the definition */
