@@ -46,6 +46,11 @@ while(MS_ITESTS)
     SKIP_RETURN_CODE 77
     ENVIRONMENT "${env}")
 endwhile()
+# Issue 35 point 8: no process a test starts outlives it (lib.sh's tag and
+# detached watcher, tests/proc_guard.sh), on a timeout's tree kill too.
+add_test(NAME test_proc_guard COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_proc_guard.sh)
+set_tests_properties(test_proc_guard PROPERTIES LABELS integration TIMEOUT 120
+  ENVIRONMENT "MS_BUILD_DIR=${CMAKE_BINARY_DIR}")
 # Both nodes are single-threaded; two clusters at once on a 2-core machine
 # already share the cores. ctest -j N runs them side by side (unique ports).
 

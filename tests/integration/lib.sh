@@ -4,7 +4,9 @@
 # MS_SOURCE_DIR. Each test calls it_init NAME first: a temporary folder $WORK,
 # and an EXIT trap that stops every process the test started (SIGTERM, then
 # SIGKILL after a bounded grace), runs $IT_CLEANUP (extra cleanup, e.g.
-# network namespaces), prints the logs' tails on failure and removes $WORK.
+# network namespaces), kills (and fails on) any process still carrying the
+# test's MS_TEST_TAG (tests/proc_guard.sh), prints the logs' tails on failure
+# and removes $WORK.
 # Waits are bounded polls; nothing sleeps for long.
 set -u
 set -o pipefail
@@ -40,6 +42,15 @@ it_cleanup() {
     wait "$p" 2>/dev/null
   done
   [ -z "$IT_CLEANUP" ] || eval "$IT_CLEANUP"
+  if [ -n "${MS_TEST_TAG:-}" ]; then # none of this test's processes outlives it
+    local left
+    left=$(bash "$MS_SOURCE_DIR/tests/proc_guard.sh" kill "$MS_TEST_TAG")
+    if [ -n "$left" ]; then
+      echo "FAIL: processes outlived the test (killed now):"
+      sed 's/^/  /' <<<"$left"
+      [ "$rc" != 0 ] && [ "$rc" != 77 ] || rc=1
+    fi
+  fi
   # Sanitizer builds: a report in any node's log fails the test.
   if [ -d "${WORK:-}" ] && [ "$rc" != 77 ]; then
     local bad=()
@@ -79,6 +90,13 @@ it_init() { # it_init NAME
     [ -f "$WORK/.cleanup" ] && bash "$WORK/.cleanup"
     [ -n "${ITEST_KEEP:-}" ] || rm -rf "$WORK" ) </dev/null >/dev/null 2>&1 &
   IT_WATCHDOG=$!
+  # Issue 35: what cluster/launch.sh starts is re-parented to init, outside
+  # the tree ctest kills on a timeout (the watchdog above included). Every
+  # descendant carries this tag; a detached watcher (tests/proc_guard.sh)
+  # kills the tagged processes once this shell is gone, and it_cleanup kills
+  # and reports any still running.
+  export MS_TEST_TAG="itest-$IT_NAME-$$-$RANDOM"
+  ( setsid bash "$MS_SOURCE_DIR/tests/proc_guard.sh" watch $$ "$MS_TEST_TAG" </dev/null >/dev/null 2>&1 & )
   it_log "$IT_NAME: work folder $WORK"
 }
 
