@@ -275,7 +275,7 @@ static void compare_logits(const ms_vocab *gath, const ms_vocab *idx, const floa
             }
             double ea = fabs(a[r * m + s] - b[r * m + s]) / (mag > 0 ? mag : 1);
             double eb = fabs(b[r * m + s] - ref) / (mag > 0 ? mag : 1);
-            if (ea > worst) worst = ea;
+            ms_check_worst(&worst, ea);
             if (ea > 1e-5 || eb > 1e-5) bad++;
         }
     CHECK(bad == 0, "%s: %lld logits differ (worst relative %.3g)", what, (long long)bad, worst);

@@ -262,7 +262,7 @@ static double ref_check_rows(const ref_eagle *r, const row_log *lg, int64_t from
         for (int64_t j = 0; j <= row; j++) cz[j] = true;
         ref_row(r, lg, row, causal ? cz : lg->vis[row], y);
         double e = ref_logits_err(lg->out[row], y, r->d);
-        if (e > worst) worst = e;
+        ms_check_worst(&worst, e);
     }
     return worst;
 }
@@ -483,7 +483,7 @@ static void run_case(const char *root, const eagle_case *c, int ci) {
             double ref[DMAX];
             for (int64_t j = 0; j < d; j++) ref[j] = lg.out[10 + r][j];
             double er = ref_logits_err(y + r * d, ref, d);
-            if (er > worst) worst = er;
+            ms_check_worst(&worst, er);
         }
         /* different chunking (12+5 vs 10+7) changes GEMM blocking: equal up to rounding */
         CHECK(worst < 1e-5, "%s: (c) rows 10..16 re-chunked differ by %.3g", c->name, worst);
@@ -504,11 +504,11 @@ static void run_case(const char *root, const eagle_case *c, int ci) {
             ref_row(&R, &lg, row, lg.vis[row], y);
             mv(ref, R.head, y, NULL, V, d);
             double er = ref_logits_err(lo + r * V, ref, V);
-            if (er > worst) worst = er;
+            ms_check_worst(&worst, er);
         }
         for (int64_t i = 0; i < V * d; i++) {
             double er = fabs((double)head[i] - R.head[i]);
-            if (er > worst_head) worst_head = er;
+            ms_check_worst(&worst_head, er);
         }
         CHECK(worst < TOL, "%s: (e) logits err %.3g", c->name, worst);
         CHECK(worst_head == 0.0, "%s: (e) exposed lm_head differs from the target's by %.3g", c->name, worst_head);

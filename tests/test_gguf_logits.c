@@ -137,8 +137,8 @@ int main(int argc, char **argv) {
             }
             const double lim = !f32 && t == 0 ? TOL_Q8_POS0 : tol;
             CHECK(here <= lim, "prompt %zu position %d: max |log-prob − reference| %.4f > %.3f", pi, t, here, lim);
-            if (t > 0 && here > worst) worst = here;
-            if (t == 0 && here > worst0) worst0 = here;
+            if (t > 0) ms_check_worst(&worst, here);
+            if (t == 0) ms_check_worst(&worst0, here);
             const double margin =
                 json_real_value(json_array_get(tl, 0)) - json_real_value(json_array_get(tl, 1));
             if (margin > 2 * tol) {

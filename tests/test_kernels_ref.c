@@ -91,7 +91,7 @@ static void test_softmax(ms_rng *r) {
             naive_softmax(ref, x, n);
             ms_k_softmax(y, x, n);
             double e = ref_max_abs_diff(y, ref, n);
-            if (e > worst_sm) worst_sm = e;
+            ms_check_worst(&worst_sm, e);
             CHECK(e <= 2e-6, "softmax variant %d n %lld: max abs diff %g", variant, (long long)n, e);
             CHECK(guards_ok(y, n), "softmax wrote outside [0, n)");
             double sum = 0;
@@ -111,7 +111,7 @@ static void test_softmax(ms_rng *r) {
                 double d = fabs((double)y[i] - ref[i]) / (1.0 + fabs(ref[i]));
                 if (!(d <= el)) el = d;
             }
-            if (el > worst_lsm) worst_lsm = el;
+            ms_check_worst(&worst_lsm, el);
             CHECK(el <= 2e-6, "log_softmax variant %d n %lld: max rel diff %g", variant, (long long)n, el);
             CHECK(guards_ok(y, n), "log_softmax wrote outside [0, n)");
 
@@ -242,7 +242,7 @@ static void test_rope(ms_rng *r) {
         int kept = 0, divided = 0, smoothed = 0;
         for (int64_t i = 0; i < half; i++) {
             double e = fabs(got[i] - want[i]) / want[i];
-            if (e > worst) worst = e;
+            ms_check_worst(&worst, e);
             CHECK(e <= 1e-12, "inv_freq case %zu i %lld: %.17g want %.17g", c, (long long)i, got[i], want[i]);
             if (want[i] == plain[i])
                 kept++;
@@ -351,7 +351,7 @@ static void test_sampling_probs(ms_rng *r) {
                 naive_sampling_probs(want, x, n, s.temperature, s.top_p);
                 ms_k_sampling_probs(x, n, &s, probs);
                 double e = ref_max_abs_diff(probs, want, n);
-                worst = fmax(worst, e);
+                ms_check_worst(&worst, e);
                 CHECK(e <= 2e-6, "sampling_probs n %lld T %g p %g: max abs diff %g", (long long)n, s.temperature,
                       s.top_p, e);
                 for (int64_t i = 0; i < n; i++)
@@ -522,7 +522,7 @@ static void test_linear(const ms_k_ops *ops, ms_rng *r) {
                 }
             ops->linear(ops->ctx, y, x, w, with_bias ? b : NULL, n, k, m);
             double e = ref_max_abs_diff(y, want, n * m) / scale;
-            worst = fmax(worst, e);
+            ms_check_worst(&worst, e);
             CHECK(e <= 1e-6, "linear %lldx%lldx%lld bias %d: max diff / scale %g", (long long)n, (long long)k,
                   (long long)m, with_bias, e);
             CHECK(guards_ok(y, n * m), "linear wrote outside its output");
@@ -731,7 +731,7 @@ static void test_attention(const ms_k_ops *ops, ms_rng *r) {
             naive_attention(want, q, kc, vc, &s, with_mask ? mask : NULL);
             ops->attention(ops->ctx, out, q, kc, vc, &s, with_mask ? mask : NULL, scratch);
             double e = ref_max_abs_diff(out, want, qn);
-            worst = fmax(worst, e);
+            ms_check_worst(&worst, e);
             CHECK(e <= 1e-5, "attention n_q %lld ctx %lld H %lld KV %lld hd %lld mask %d: max abs diff %g",
                   (long long)s.n_q, (long long)s.ctx, (long long)s.n_heads, (long long)s.n_kv_heads,
                   (long long)s.head_dim, with_mask, e);

@@ -244,7 +244,7 @@ static void test_linear(ms_dtype t) {
             }
             double tol = (double)(k / 16 + 6) * 0x1.0p-24 * mag;
             double err = fabs((double)y[i * m + j] - s);
-            if (err / (tol > 0 ? tol : 1) > worst) worst = err / (tol > 0 ? tol : 1);
+            ms_check_worst(&worst, err / (tol > 0 ? tol : 1));
             CHECK(err <= tol, "%s linear y[%lld,%lld] = %.9g, double ref %.9g, |err| %.3g > bound %.3g",
                   ms_dtype_name(t), (long long)i, (long long)j, (double)y[i * m + j], s, err, tol);
         }

@@ -23,6 +23,8 @@
  */
 #include "spec_util.h"
 
+#include "ms_check.h"
+
 #include "ms_tokenizer.h"
 
 #include <math.h>
@@ -364,7 +366,7 @@ static double tree_diff(const ms_tree *a, const ms_tree *b) {
     for (int64_t i = 0; i < a->n; i++) {
         if (a->token[i] != b->token[i] || a->parent[i] != b->parent[i]) return INFINITY;
         const double e = fabs((double)a->score[i] - (double)b->score[i]);
-        worst = e > worst ? e : worst;
+        ms_check_worst(&worst, e);
     }
     return worst;
 }
@@ -404,7 +406,7 @@ static void kv_part(const char *tdir, ms_tree_params shape, uint64_t seed) {
             SPEC_CHECK(s >= 0, "kv round %lld: reference draft", (long long)round);
             if (s < 0) break;
             const double e = tree_diff(&tm.tree, &tr.tree);
-            worst = e > worst ? e : worst;
+            ms_check_worst(&worst, e);
             SPEC_CHECK(e <= KV_TOL,
                        "kv round %lld (%s): the tree is %g from a fresh draft's on the same %lld tokens",
                        (long long)round, shape.chain ? "chain" : "tree", e, (long long)hist.n + 1);
