@@ -225,7 +225,15 @@ static ms_status parse_messages(json_t *msgs, ms_http_request *r, char *err, siz
             return parse_fail(r, err, cap, param, "'%s' must be a string (or an array of text parts)", param);
         r->messages[i] = (ms_chat_msg){k_roles[k].role, content};
         r->n_messages = (int64_t)i + 1;
+        /* Issue 35: an empty message is a client's mistake, not a prompt. */
+        if (!content[0]) return parse_fail(r, err, cap, param, "'%s' is empty", param);
     }
+    /* Issue 35: a chat is answered from what the user said; without a user
+     * message (an assistant's alone, or a system prompt alone) there is
+     * nothing to answer. */
+    bool user = false;
+    for (int64_t i = 0; i < r->n_messages; i++) user |= r->messages[i].role == MS_ROLE_USER;
+    if (!user) return parse_fail(r, err, cap, "messages", "'messages' has no message with role \"user\"");
     return MS_OK;
 }
 
@@ -270,6 +278,8 @@ static ms_status parse_object(json_t *root, bool chat, ms_http_request *r, char 
         v = field(root, "prompt");
         if (json_is_array(v) && json_array_size(v) == 1) v = json_array_get(v, 0); /* ["text"] */
         if (!json_is_string(v)) return parse_fail(r, err, cap, "prompt", "'prompt' must be a string");
+        /* Issue 35: nothing to continue (and no BOS to start from on some models). */
+        if (json_string_length(v) == 0) return parse_fail(r, err, cap, "prompt", "'prompt' is empty");
         r->prompt_len = json_string_length(v);
         r->prompt = ms_malloc(r->prompt_len + 1);
         if (!r->prompt) return parse_fail(r, err, cap, "prompt", "out of memory");
@@ -312,6 +322,65 @@ static ms_status parse_object(json_t *root, bool chat, ms_http_request *r, char 
     return MS_OK;
 }
 
+/* Where a JSON error is: the path of the value that starts at byte `at` of
+ * body ("max_tokens", "messages[0].content"; "" at the top level or where no
+ * key is known), from a scan of the bytes before it. The prefix was accepted
+ * by the parser up to there, so only strings, brackets, ':' and ',' matter. */
+#define JPATH_DEPTH 8
+typedef struct {
+    bool obj, have_key; /* an object; its member's key and ':' were read */
+    char key[40];
+    long idx;           /* an array's element */
+} jframe;
+
+static void json_path_at(const char *body, size_t at, char *out, size_t cap) {
+    jframe st[JPATH_DEPTH];
+    int depth = 0, over = 0; /* frames past JPATH_DEPTH are counted, not kept */
+    bool key_next = false;   /* in an object, the next string is a key */
+    for (size_t i = 0; i < at; i++) {
+        char ch = body[i];
+        if (ch == '"') {
+            size_t j = i + 1;
+            while (j < at && body[j] != '"') j += body[j] == '\\' ? 2 : 1;
+            if (j > at) j = at; /* an escape's second byte past the end */
+            if (key_next && !over && depth > 0 && st[depth - 1].obj) {
+                size_t n = j - i - 1 < sizeof st[0].key - 1 ? j - i - 1 : sizeof st[0].key - 1;
+                memcpy(st[depth - 1].key, body + i + 1, n);
+                st[depth - 1].key[n] = 0;
+                st[depth - 1].have_key = false; /* until its ':' */
+            }
+            i = j;
+        } else if (ch == '{' || ch == '[') {
+            if (over || depth == JPATH_DEPTH) over++;
+            else st[depth++] = (jframe){.obj = ch == '{'};
+            key_next = ch == '{';
+        } else if (ch == '}' || ch == ']') {
+            if (over) over--;
+            else if (depth > 0) depth--;
+            key_next = false;
+        } else if (ch == ':') {
+            if (!over && depth > 0) st[depth - 1].have_key = true;
+            key_next = false;
+        } else if (ch == ',') {
+            if (!over && depth > 0) {
+                if (st[depth - 1].obj) st[depth - 1].have_key = false, key_next = true;
+                else st[depth - 1].idx++;
+            }
+        }
+    }
+    size_t k = 0;
+    out[0] = 0;
+    for (int d = 0; d < depth && k + 1 < cap; d++) {
+        int w = 0;
+        if (!st[d].obj) w = snprintf(out + k, cap - k, "[%ld]", st[d].idx);
+        else if (st[d].have_key) w = snprintf(out + k, cap - k, "%s%s", k ? "." : "", st[d].key);
+        else break; /* inside an object, not at a member's value */
+        if (w < 0 || (size_t)w >= cap - k) break;
+        k += (size_t)w;
+    }
+    if (k > 0 && out[0] == '[') out[0] = 0; /* a top-level array is refused anyway: no field to name */
+}
+
 ms_status ms_http_parse_request(const char *body, size_t len, bool chat, ms_http_request *out, char *err, size_t cap) {
     MS_ASSERT(out && (body || len == 0) && (err || cap == 0));
     memset(out, 0, sizeof *out);
@@ -322,9 +391,23 @@ ms_status ms_http_parse_request(const char *body, size_t len, bool chat, ms_http
     if (len == 0) return parse_fail(out, err, cap, "", "the request body is empty; a JSON object is expected");
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return parse_fail(out, err, cap, "", "the request body is not valid JSON (%s at line %d, column %d)", je.text,
-                          je.line, je.column);
+    if (!root) {
+        /* Issue 35: say where. jansson's position is where it stopped, mostly
+         * the end of the bad token it quotes ("near 'NaN'"): its start is the
+         * byte a client can find, and the value's key names the field. */
+        size_t at = je.position > 0 && (size_t)je.position <= len ? (size_t)je.position : 0;
+        const char *near = strstr(je.text, " near '");
+        if (near) {
+            near += 7;
+            size_t n = strlen(near);
+            if (n > 0 && near[n - 1] == '\'') n--;
+            if (n > 0 && n <= at && memcmp(body + at - n, near, n) == 0) at -= n;
+        }
+        char path[sizeof out->err_param];
+        json_path_at(body, at, path, sizeof path);
+        return parse_fail(out, err, cap, path, "the request body is not valid JSON at byte %zu%s%s (line %d, column %d): %s",
+                          at, path[0] ? ", in " : "", path, je.line, je.column, je.text);
+    }
     ms_status s = parse_object(root, chat, out, err, cap);
     json_decref(root);
     return s;

@@ -705,7 +705,7 @@ static void test_errors(int port) {
         {"/v1/completions", "{}", 400, "prompt"},
         {"/v1/completions", "{\"prompt\":5}", 400, "prompt"},
         {"/v1/completions", "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt"},
-        {"/v1/completions", "{\"prompt\":\"a\\u0000b\"}", 400, NULL},
+        {"/v1/completions", "{\"prompt\":\"a\\u0000b\"}", 400, "prompt"}, /* issue 35: the field is named */
         {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":0}", 400, "max_tokens"},
         {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":-3}", 400, "max_tokens"},
         {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":101}", 400, "max_tokens"},
@@ -738,6 +738,16 @@ static void test_errors(int port) {
         {"/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":\"x\"}]}]}", 400,
          "messages[0].content"},
+        /* issue 35 point 6: nothing to answer */
+        {"/v1/completions", "{\"prompt\":\"\"}", 400, "prompt"},
+        {"/v1/completions", "{\"prompt\":[\"\"]}", 400, "prompt"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"assistant\",\"content\":\"hi\"}]}", 400, "messages"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"}]}", 400, "messages"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"\"}]}", 400, "messages[0].content"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":[]}]}", 400, "messages[0].content"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":\"\"}]}", 400,
+         "messages[1].content"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         post(port, cases[i].path, cases[i].body, &r);
@@ -823,6 +833,64 @@ static void test_errors(int port) {
     }
     CHECK(http(port, "GET", "/health", NULL, NULL, &r) && r.status == 200, "alive after garbage");
     resp_free(&r);
+}
+
+/* Issue 35 point 5: a body that is not valid JSON gets a 400 that says where:
+ * "at byte N", N within the bad token (found here by its text, not by the
+ * parser's report), and the field when the bad token is a member's value.
+ * Each body is sent with an explicit length (one holds a raw NUL). */
+static void test_json_errors(int port) {
+    static const struct {
+        const char *path, *body;
+        size_t len;       /* 0: strlen */
+        const char *tok;  /* the bad token's first bytes */
+        const char *param; /* NULL: none to name */
+    } cases[] = {
+        {"/v1/completions", "{\"prompt\":\"a\",\"max_tokens\":NaN}", 0, "NaN", "max_tokens"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"temperature\":Infinity}", 0, "Infinity", "temperature"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"temperature\":-Infinity}", 0, "-Infinity", "temperature"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"temperature\":1e99999}", 0, "1e99999", "temperature"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"seed\":9223372036854775808}", 0, "9223372036854775808", "seed"},
+        {"/v1/completions", "{\"prompt\":\"a\\u0000b\"}", 0, "\"a\\u0000b\"", "prompt"},
+        {"/v1/completions", "{\"prompt\":\"a\0b\"}", 16, "\"a\0b\"", "prompt"},
+        {"/v1/completions", "{\"prompt\":\"a\xff\"}", 0, "\"a\xff\"", "prompt"},
+        {"/v1/completions", "{\"prompt\":\"\\ud800x\"}", 0, "\"\\ud800x\"", "prompt"},
+        {"/v1/completions", "{\"prompt\":\"a\",\"stop\":[\"x\",NaN]}", 0, "NaN", "stop[1]"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"a\\ud800\"}]}", 0, "\"a\\ud800\"",
+         "messages[0].content"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":tru}]}", 0, "tru",
+         "messages[1].content"},
+        {"/v1/completions", "{\"prompt\":\"a\",}", 0, "}", NULL},
+        {"/v1/completions", "not json", 0, "not", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = cases[i].len ? cases[i].len : strlen(cases[i].body);
+        size_t tl = cases[i].len ? 5 : strlen(cases[i].tok); /* the raw-NUL token is 5 bytes */
+        size_t start = 0;
+        while (start + tl <= n && memcmp(cases[i].body + start, cases[i].tok, tl) != 0) start++;
+        MS_ASSERT(start + tl <= n); /* the table names a token of its body */
+        int fd = connect_port(port);
+        char head[512];
+        snprintf(head, sizeof head,
+                 "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                 "Content-Length: %zu\r\n\r\n",
+                 cases[i].path, n);
+        resp r = {0};
+        bool ok = fd >= 0 && send_all(fd, head, strlen(head)) && send_all(fd, cases[i].body, n) && read_response(fd, &r, 30);
+        if (fd >= 0) close(fd);
+        CHECK(ok, "json case %zu: no answer", i);
+        if (!ok) continue;
+        check_error(&r, 400, cases[i].param);
+        json_t *o = body_json(&r);
+        const char *msg = jstr(json_object_get(json_object_get(o, "error"), "message"));
+        const char *b = strstr(msg, "at byte ");
+        long at = b ? strtol(b + 8, NULL, 10) : -1;
+        CHECK(at >= (long)start && at <= (long)(start + tl),
+              "json case %zu: the error says byte %ld, the bad token is at %zu..%zu: %s", i, at, start, start + tl, msg);
+        json_decref(o);
+        resp_free(&r);
+    }
 }
 
 static void test_failures(int port) {
@@ -1532,6 +1600,7 @@ int main(void) {
     test_shapes(port);
     test_stops(port);
     test_errors(port);
+    test_json_errors(port);
     test_failures(port);
     test_disconnect(port);
     test_concurrency(port);
