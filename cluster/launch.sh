@@ -199,7 +199,7 @@ else
   [ ! -f "$logs/$restart.log" ] || mv -f "$logs/$restart.log" "$logs/$restart.log.1"
   echo "launch.sh: restarting the $restart (${host:-local})" >&2
   read -r where pid < <(start "$restart" "$host" "bin/microspec-$restart")
-  started+=("$pid")
+  [ "$where" != local ] || started+=("$pid")
   line="$restart $where $pid $(proc_start "$where" "$pid")"
   # The new line replaces the old one in place (stop.sh stops the target first).
   awk -v r="$restart" -v line="$line" '$1 == r { print line; done = 1; next } { print } END { if (!done) print line }' \
