@@ -5,6 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A match's context: the suffix matched, extended backwards while the tokens
+ * before the earlier occurrence agree with the history's (up to NG_L_CAP).
+ * Its record bucket: 1-4 tokens each their own, 5-7, 8-15, 16-31, 32+. A
+ * copy with a long shared context (a docstring re-quoted, a paragraph
+ * summarised) is accepted far more often than a 2-token coincidence, and the
+ * policy should know which it is verifying. */
+#define NG_L_CAP 32
+#define NG_BUCKETS 9
+
 struct ms_ngram {
     ms_ngram_params p;
     int32_t *hist;    /* [p.max_history] the request's tokens, oldest first */
@@ -12,20 +21,24 @@ struct ms_ngram {
     int32_t *pos;     /* [cap] entry: end of the n-gram's latest occurrence (its next token's index); −1 empty */
     uint8_t *gram_n;  /* [cap] entry: its n */
     uint64_t mask;    /* cap − 1 (cap a power of two ≥ 2 · entries) */
-    /* acceptance record per (suffix length matched, position in the continuation) */
-    float acc[MS_NGRAM_N_MAX + 1][MS_TREE_MAX], tried[MS_NGRAM_N_MAX + 1][MS_TREE_MAX];
+    /* acceptance record per (length of the match's context, position in the continuation) */
+    float acc[NG_BUCKETS][MS_TREE_MAX], tried[NG_BUCKETS][MS_TREE_MAX];
     int32_t last[MS_TREE_MAX]; /* the proposal awaiting its verdict */
-    int64_t n_last, last_match;
+    int64_t n_last, last_bucket;
     int64_t proposed, accepted;
 };
 
-/* The record's prior (1 accepted in 2 tried) and decay per verdict. */
-#define NG_PRIOR_ACC 1.0f
+/* The record's prior: 2 tries per position, accepted at a rate that grows
+ * with the match's context (a guess the request's own verdicts soon
+ * replace; with 1 in 2 for every bucket the policy never verified deep
+ * enough into a long copy to learn that it pays); decay per verdict. */
 #define NG_PRIOR_TRIED 2.0f
+static const float ng_prior_rate[NG_BUCKETS] = {0.5f, 0.5f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 0.95f, 0.97f};
+#define NG_PRIOR_ACC(b) (NG_PRIOR_TRIED * ng_prior_rate[b])
 #define NG_DECAY 0.95f
 
 ms_ngram_params ms_ngram_params_default(void) {
-    return (ms_ngram_params){.n_min = 2, .n_max = 4, .max_len = 8, .max_history = 32768};
+    return (ms_ngram_params){.n_min = 2, .n_max = 4, .max_len = 16, .max_history = 32768};
 }
 
 ms_status ms_ngram_params_check(const ms_ngram_params *p) {
@@ -77,10 +90,10 @@ void ms_ngram_reset(ms_ngram *g) {
     g->len = 0;
     g->n_last = 0;
     memset(g->pos, 0xFF, (size_t)(g->mask + 1) * sizeof *g->pos);
-    for (int n = 0; n <= MS_NGRAM_N_MAX; n++)
+    for (int b = 0; b < NG_BUCKETS; b++)
         for (int i = 0; i < MS_TREE_MAX; i++) {
-            g->acc[n][i] = NG_PRIOR_ACC;
-            g->tried[n][i] = NG_PRIOR_TRIED;
+            g->acc[b][i] = NG_PRIOR_ACC(b);
+            g->tried[b][i] = NG_PRIOR_TRIED;
         }
 }
 
@@ -137,7 +150,8 @@ void ms_ngram_append(ms_ngram *g, const int32_t *ids, int64_t n) {
     }
 }
 
-int64_t ms_ngram_lookup(const ms_ngram *g, int64_t max, int32_t *out, int64_t *n_match) {
+/* The continuation (≤ max tokens into out) and its start; 0 when nothing matched. */
+static int64_t lookup(const ms_ngram *g, int64_t max, int32_t *out, int64_t *n_match, int64_t *from_out) {
     if (n_match) *n_match = 0;
     for (int64_t n = g->p.n_max; n >= g->p.n_min; n--) {
         if (g->len < n + 1) continue; /* an earlier occurrence needs a token after it */
@@ -150,10 +164,26 @@ int64_t ms_ngram_lookup(const ms_ngram *g, int64_t max, int32_t *out, int64_t *n
             k++;
         }
         if (n_match) *n_match = n;
+        *from_out = from;
         return k;
     }
     return 0;
 }
+
+int64_t ms_ngram_lookup(const ms_ngram *g, int64_t max, int32_t *out, int64_t *n_match) {
+    int64_t from;
+    return lookup(g, max, out, n_match, &from);
+}
+
+/* The match's context length (≥ n, ≤ NG_L_CAP): the occurrence ends at
+ * from − 1, the history at len − 1. */
+static int64_t context_len(const ms_ngram *g, int64_t from, int64_t n) {
+    int64_t L = n;
+    while (L < NG_L_CAP && from - 1 - L >= 0 && g->hist[from - 1 - L] == g->hist[g->len - 1 - L]) L++;
+    return L;
+}
+
+static int64_t bucket_of(int64_t L) { return L <= 4 ? L : L < 8 ? 5 : L < 16 ? 6 : L < NG_L_CAP ? 7 : 8; }
 
 void ms_ngram_begin(ms_ngram *g, const int32_t *prompt, int64_t n, int32_t root) {
     ms_ngram_reset(g);
@@ -162,12 +192,16 @@ void ms_ngram_begin(ms_ngram *g, const int32_t *prompt, int64_t n, int32_t root)
 }
 
 int64_t ms_ngram_propose(ms_ngram *g, int32_t *ids, float *logp) {
-    int64_t m;
-    const int64_t n = ms_ngram_lookup(g, g->p.max_len, ids, &m);
-    for (int64_t i = 0; i < n; i++) logp[i] = logf(g->acc[m][i] / g->tried[m][i]);
+    int64_t m, from = 0;
+    int64_t n = lookup(g, MS_TREE_MAX - 1, ids, &m, &from);
+    const int64_t L = n > 0 ? context_len(g, from, m) : 0, b = bucket_of(L);
+    /* a copy with ≥ 16 tokens of shared context may run 4x longer */
+    const int64_t cap = L >= 16 ? (4 * g->p.max_len < MS_TREE_MAX - 1 ? 4 * g->p.max_len : MS_TREE_MAX - 1) : g->p.max_len;
+    if (n > cap) n = cap;
+    for (int64_t i = 0; i < n; i++) logp[i] = logf(g->acc[b][i] / g->tried[b][i]);
     memcpy(g->last, ids, (size_t)n * sizeof *ids);
     g->n_last = n;
-    g->last_match = m;
+    g->last_bucket = b;
     g->proposed += n;
     return n;
 }
@@ -180,9 +214,9 @@ void ms_ngram_commit(ms_ngram *g, const int32_t *emitted, int64_t n) {
          * count as refused. Positions past the emitted tokens are untried. */
         int64_t a = 0;
         while (a < g->n_last && a < n && emitted[a] == g->last[a]) a++;
-        float *acc = g->acc[g->last_match], *tried = g->tried[g->last_match];
+        float *acc = g->acc[g->last_bucket], *tried = g->tried[g->last_bucket];
         for (int64_t i = 0; i <= a && i < g->n_last && i < n; i++) {
-            acc[i] = NG_DECAY * acc[i] + (1.0f - NG_DECAY) * NG_PRIOR_ACC + (i < a ? 1.0f : 0.0f);
+            acc[i] = NG_DECAY * acc[i] + (1.0f - NG_DECAY) * NG_PRIOR_ACC(g->last_bucket) + (i < a ? 1.0f : 0.0f);
             tried[i] = NG_DECAY * tried[i] + (1.0f - NG_DECAY) * NG_PRIOR_TRIED + 1.0f;
         }
         g->accepted += a < n - 1 ? a : n - 1; /* on the accepted path */

@@ -35,7 +35,8 @@
 typedef struct {
     int64_t n_min;       /* shortest suffix matched (default 2; ≥ 1) */
     int64_t n_max;       /* longest (default 4; n_min ≤ n_max ≤ MS_NGRAM_N_MAX) */
-    int64_t max_len;     /* tokens a continuation drafts at most (default 8; 1 .. MS_TREE_MAX − 1) */
+    int64_t max_len;     /* tokens a continuation drafts at most (default 16; 1 .. MS_TREE_MAX − 1);
+                            one whose match shares ≥ 16 tokens of context: 4x that, ≤ MS_TREE_MAX − 1 */
     int64_t max_history; /* tokens kept per request (default 32768; ≥ 2·n_max + 2) */
 } ms_ngram_params;
 
@@ -67,14 +68,19 @@ int64_t ms_ngram_lookup(const ms_ngram *g, int64_t max, int32_t *out, int64_t *n
  *
  * The tree's node scores are log-estimates of acceptance (the target's cost
  * policy prunes by them, ms_policy.h). A continuation's i-th token is scored
- * log p(i | n_match): the running share of rounds in which it matched what
- * the target emitted when the one before it did, per suffix length matched and position (counts
- * with a prior of 1 in 2, decayed so that a request's own record dominates).
- * Every proposal is fed back by the next commit. */
+ * log p(i | context): the running share of rounds in which it matched what
+ * the target emitted when the one before it did, per position and per the
+ * match's context — the suffix matched, extended backwards while the tokens
+ * before the earlier occurrence agree with the history's (1, 2, 3, 4, 5-7,
+ * 8-15, 16-31, 32+ tokens): a span copied with a long shared context is
+ * accepted far more often than a 2-token coincidence (counts with a prior
+ * rate from 1 in 2 for 1-2 tokens to 0.97 for 32+, 2 tries, decayed so that
+ * a request's own record dominates). Every proposal is fed back by the next
+ * commit. */
 
 /* A new request: the history becomes prompt[n] + root. */
 void ms_ngram_begin(ms_ngram *g, const int32_t *prompt, int64_t n, int32_t root);
-/* The continuation after the history (≤ max_len tokens) into ids, each
+/* The continuation after the history (≤ max_len tokens, or more after a long shared context: see max_len) into ids, each
  * token's log p into logp; remembered until the next commit. Returns the
  * count (0: nothing matched). */
 int64_t ms_ngram_propose(ms_ngram *g, int32_t *ids, float *logp);
