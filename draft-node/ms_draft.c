@@ -1000,6 +1000,7 @@ static void port_end(void *ctx, uint64_t rid) {
 ms_draft_port ms_dft_port(ms_dft *d) {
     return (ms_draft_port){.ctx = d,
                            .wants_features = d->eg != NULL,
+                           .free_part = d->ng != NULL,
                            .begin = port_begin,
                            .draft = port_draft,
                            .accept = port_accept,

@@ -119,7 +119,15 @@ void ms_gate_init(ms_gate *g) {
     g->backoff = GATE_BACKOFF_MIN;
 }
 
+void ms_gate_start_closed(ms_gate *g) {
+    if (g->started) return;
+    g->started = true;
+    g->next = true;
+    g->skip_left = GATE_BACKOFF_MIN - 1; /* this decision is the first of the run */
+}
+
 void ms_gate_observe(ms_gate *g, bool skipped, bool catchup, int64_t tokens, double draft_s, double verify_s) {
+    g->started = true;
     if (skipped) {
         g->p_tok = GATE_DECAY * g->p_tok + (double)tokens;
         g->p_s = GATE_DECAY * g->p_s + draft_s + verify_s;

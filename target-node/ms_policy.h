@@ -70,9 +70,17 @@ typedef struct {
     int64_t skip_left, backoff, probe_left;
     bool prev_skipped;
     bool next;         /* the last decision of ms_gate_next */
+    bool started;      /* a round was observed (or the gate was started closed) */
 } ms_gate;
 
 void ms_gate_init(ms_gate *g);
+/* A draft with a part that costs nothing (the n-gram source) starts with the
+ * model off: before any round was observed, the first GATE_BACKOFF_MIN rounds
+ * go without it, then it is probed as after any run without it. So a process
+ * that serves short requests pays neither the model's prompt prefill nor its
+ * warm-up until the model has shown it pays (a probe catches up from the last
+ * 16 tokens only). No effect once rounds were observed. */
+void ms_gate_start_closed(ms_gate *g);
 /* A verified round: drafted without the model (skipped) or with it; catchup:
  * a model round that first committed a prompt or the tokens of skipped
  * rounds (the first of a request or of a probe); tokens emitted, the draft

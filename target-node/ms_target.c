@@ -275,6 +275,13 @@ static ms_status calibrate(ms_tgt *t, int32_t root) {
     return MS_OK;
 }
 
+/* The banned ids' logits to −inf in rows[n] (ms_gen_params.ban_ids). */
+static void ban(const ms_gen_params *p, float *rows, int64_t n, int64_t V) {
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < p->n_ban; i++)
+            if (p->ban_ids[i] >= 0 && p->ban_ids[i] < V) rows[r * V + p->ban_ids[i]] = -INFINITY;
+}
+
 /* Check a tree from the draft before the target trusts it. */
 static ms_status check_tree(const ms_msg_tree *m, uint64_t rid, int64_t round, int32_t root, int64_t V) {
     if (m->request_id != rid || m->round != round)
@@ -349,6 +356,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     /* The last prompt row's logits land in the tree buffer's last row (a
      * 64-row chunk already has them there; memmove covers that case). */
     MS_TRY_GOTO(s, prefill(t, prompt, n, p, draft != NULL, want_feats, topk_pre, feats, root_logits), out);
+    ban(p, root_logits, 1, V);
     int32_t root = ms_k_sample(root_logits, V, &p->sampling, &rng, t->probs);
     uint64_t t1 = ms_now_ns();
     st->prefill_s = (double)(t1 - t0) * 1e-9;
@@ -356,6 +364,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     else emit(&em, &root, 1);
 
     const bool gated = draft && p->cost_policy && !draft->model_free; /* ms_gate: whether the model runs */
+    if (gated && draft->free_part) ms_gate_start_closed(&t->gate);
     bool skip_model = gated && t->gate.next; /* the tree being drafted goes without the model */
     bool catchup = true;                     /* the next model round commits what waited (the prompt first) */
     if (draft && !em.done) {
@@ -416,6 +425,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
                                         t->logits), out);
         uint64_t b = ms_now_ns();
         ms_cost_observe(&t->cost, tree->n, (double)(b - a) * 1e-9);
+        ban(p, t->logits, tree->n, V);
         int32_t bonus;
         int64_t n_path = ms_tgt_verify_tree(tree, t->logits, V, &p->sampling, &rng, t->probs, path, &bonus);
         for (int64_t k = 0; k < n_path; k++) rows[k] = path[k];

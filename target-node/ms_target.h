@@ -28,6 +28,9 @@ typedef struct {
     int64_t k_ver;           /* top-K_ver target ids per accepted node for C_ver (default 3) */
     int32_t stop_ids[MS_MAX_STOP]; /* generation ends at the first of these (not emitted) */
     int64_t n_stop;
+    int32_t ban_ids[MS_MAX_STOP];  /* never generated: their logits are −inf in every row sampled or verified
+                                      (llama.cpp's --ignore-eos bans the end-of-generation ids so) */
+    int64_t n_ban;
     bool cost_policy;        /* verify only the part of each tree that pays (ms_policy.h; default true) */
 } ms_gen_params;
 
