@@ -48,7 +48,8 @@ static void usage(FILE *f) {
             "      --dtype T          CUDA activations and weights: bf16 | f16 (default bf16)\n"
             "      --echo             print the prompt text before the continuation\n"
             "      --no-bos           do not prepend BOS to a raw prompt\n"
-            "      --ignore-eos       keep generating past end-of-sequence tokens\n"
+            "      --ignore-eos       never generate the end-of-sequence ids (logits −inf, as llama.cpp's\n"
+            "                         --ignore-eos does): exactly -n new tokens\n"
             "Environment: MS_ISA=scalar|avx2|avx512|amx|neon|dotprod|i8mm caps the CPU kernels' instruction\n"
             "set (default: the best this CPU has; the quantized products give the same bits at every level).\n"
             "\n"
@@ -69,11 +70,11 @@ static void usage(FILE *f) {
             "Speculative decoding (output unchanged; only speed and acceptance change):\n"
             "      --draft DIR        draft model directory (lm: a small model with the same tokenizer;\n"
             "                         eagle: an EAGLE-1/2 head); layerskip needs none (uses --model)\n"
-            "      --draft-kind K     lm | eagle | layerskip (default lm, or layerskip without --draft) |\n"
+            "      --draft-kind K     lm | eagle | layerskip (default lm+ngram with --draft, else layerskip+ngram) |\n"
             "                         ngram (continuations of the request's own text: no model) |\n"
             "                         lm+ngram, layerskip+ngram, eagle+ngram (both in one tree)\n"
             "      --ngram-min N, --ngram-max N  ngram: suffix lengths matched (default 2, 4)\n"
-            "      --ngram-len N      ngram: tokens a continuation drafts at most (default 8)\n"
+            "      --ngram-len N      ngram: tokens a continuation drafts at most (default 16)\n"
             "      --draft-layers N   layerskip: the target's first N layers (default 1)\n"
             "      --vocab MODE       full | static | dynamic (default dynamic = MicroSpec) |\n"
             "                         specvocab | specvocab+window | dynaspec | dynaspec+window\n"
@@ -98,6 +99,8 @@ static void usage(FILE *f) {
             "      --tree-k N         children per node / beam width (default 10)\n"
             "      --tree-depth N     expansion passes after the first (default 5)\n"
             "      --tree-total N     tree nodes incl. the root, ≤ 64 (default 60)\n"
+            "                         (a draft on the CPU with none of the tree flags: --chain\n"
+            "                         --tree-depth 4 --draft-p-min 0.7)\n"
             "      --chain            a single path of tree-depth+1 tokens instead of a tree\n"
             "      --draft-p-min P    confidence stop: draft no further in a round once the draft's\n"
             "                         top-1 probability at a step (tree: the best cumulative\n"
@@ -420,10 +423,11 @@ int main(int argc, char **argv) {
         {"ngram-len", required_argument, 0, O_NGLEN}, {"draft-policy", required_argument, 0, O_POLICY},
         {0, 0, 0, 0}};
     int c;
-    bool spec_flags = false;
+    bool spec_flags = false, tree_flags = false;
     while ((c = getopt_long(argc, argv, "m:p:f:cs:n:t:h", opts, NULL)) != -1) {
         bool ok = true;
         if ((c >= O_DRAFT && c <= O_CHAIN) || (c >= O_NGMIN && c <= O_POLICY)) spec_flags = true;
+        if (c == O_TK || c == O_TDEPTH || c == O_TTOTAL || c == O_CHAIN || c == O_PMIN || c == O_ADAPT) tree_flags = true;
         switch (c) {
         case 'm': model_dir = optarg; break;
         case 'p': prompt = optarg; break;
@@ -518,7 +522,17 @@ int main(int argc, char **argv) {
 #endif
     bool speculative = draft_dir || draft_kind || spec_flags;
     if (speculative) {
-        if (!draft_kind) draft_kind = draft_dir ? "lm" : "layerskip";
+        /* The defaults are what measured best on a CPU (results/gguf/defaults-2026-11-28.md):
+         * the n-gram source merged (free drafts; the gate then starts with the
+         * model off and lets it in once it pays), and on a CPU a chain of 5 with
+         * the confidence stop at 0.7 (a 60-node tree costs more rows than it
+         * saves on a few cores). */
+        if (!draft_kind) draft_kind = draft_dir ? "lm+ngram" : "layerskip+ngram";
+        if (!tree_flags && draft_cuda_dev < 0) {
+            dopt.tree.chain = true;
+            dopt.tree.depth = 4;
+            dopt.tree.p_min = 0.7f;
+        }
         if (!ms_dft_kind_parse(draft_kind, &dopt.kind, &dopt.ngram)) {
             fprintf(stderr, "microspec-generate: --draft-kind must be lm, eagle, layerskip, ngram or one of the first "
                             "three + \"+ngram\", got '%s'\n", draft_kind);
@@ -620,10 +634,15 @@ int main(int argc, char **argv) {
     }
     gp.sampling = (ms_k_sampling){.temperature = (float)temperature, .top_p = (float)top_p};
     gp.seed = (uint64_t)seed;
-    if (!ignore_eos) {
+    {
+        /* the end-of-generation ids stop a request, or with --ignore-eos are
+         * never generated (llama.cpp's semantics: its text goes on as ours) */
         const int32_t *eos;
         int n_eos = ms_tok_eos(tok, &eos);
-        for (int i = 0; i < n_eos && gp.n_stop < MS_MAX_STOP; i++) gp.stop_ids[gp.n_stop++] = eos[i];
+        for (int i = 0; i < n_eos && i < MS_MAX_STOP; i++) {
+            if (ignore_eos) gp.ban_ids[gp.n_ban++] = eos[i];
+            else gp.stop_ids[gp.n_stop++] = eos[i];
+        }
     }
     if (prompts_jsonl) {
         if (load_jsonl_prompts(prompts_jsonl, first, &plist, &n_prompts) < 0) goto done;
