@@ -5,7 +5,8 @@
 # (--ignore-eos everywhere, so every engine decodes exactly as many).
 #
 #   tools/bench_pair.sh [--prompts N] [--tokens N] [--threads N] [--out FILE]
-#                       [--llama-draft "3 5 8"] [--configs FILE] [--llama-extra ARGS]
+#                       [--llama-draft "3 5 8"] [--llama-spec "TYPE[:K] ..."]
+#                       [--configs FILE] [--llama-extra ARGS]
 #
 # Per prompt, in this order (so every engine sees the same machine state,
 # alternating prompt by prompt):
@@ -18,6 +19,10 @@
 #                   LLAMA_EXTRA, for each K of --llama-draft; LLAMA_EXTRA
 #                   defaults to --no-repack (with repacking it segfaults on
 #                   this VM, as llama-server does)
+#                   and for each TYPE[:K] of --llama-spec (e.g. ngram-mod,
+#                   ngram-map-k, draft-simple,ngram-mod:3): --spec-type TYPE
+#                   (--spec-draft-n-max K where given; -md D only where TYPE
+#                   has a draft-* type), its row named llama-TYPE[-K]
 #   this engine     microspec-generate, one run per configuration line
 #                   ("NAME|flags"; default list below), the same chat text
 # Speeds are decode speeds (prefill excluded) as each engine reports them:
@@ -36,7 +41,7 @@ set -euo pipefail
 usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-n_prompts=3 tokens=192 threads=2 out="" llama_draft="3 5 8" configs="" llama_extra="--no-repack"
+n_prompts=3 tokens=192 threads=2 out="" llama_draft="3 5 8" llama_spec="" configs="" llama_extra="--no-repack"
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help) usage; exit 0 ;;
@@ -45,6 +50,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --llama-draft) llama_draft=$2; shift 2 ;;
+    --llama-spec) llama_spec=$2; shift 2 ;;
     --configs) configs=$2; shift 2 ;;
     --llama-extra) llama_extra=$2; shift 2 ;;
     *) echo "bench_pair.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -111,6 +117,20 @@ for ((i = 0; i < n_prompts; i++)); do
     line="$line | ${v:-?} (${acc:-?}%)"
     sum[llama-spec$k]=$(calc "${sum[llama-spec$k]:-0} + ${v:-0}"); cnt[llama-spec$k]=$((${cnt[llama-spec$k]:-0} + 1))
   done
+  for ts in $llama_spec; do
+    type=${ts%%:*} k="" md=()
+    [ "$type" = "$ts" ] || k=${ts#*:}
+    case $type in *draft-*) md=(-md "$D") ;; esac
+    nm="llama-${type//,/+}${k:+-$k}"
+    say "prompt $i: llama-speculative-simple --spec-type $type${k:+ --spec-draft-n-max $k}"
+    # shellcheck disable=SC2086 # llama_extra is a list of options
+    "$LB/llama-speculative-simple" -m "$T" "${md[@]}" -f "$logs/p$i.chat" -n "$tokens" ${k:+--spec-draft-n-max "$k"} \
+      --spec-type "$type" --temp 0 --top-k 1 --ignore-eos -t "$threads" -td "$threads" -c 4096 $llama_extra >"$logs/p$i.$nm" 2>&1 || true
+    v=$(grep -o 'decoded.*speed: *[0-9.]*' "$logs/p$i.$nm" | grep -oE '[0-9.]+$' | head -n1 || true)
+    acc=$(grep -oE '(^| )accept += *[0-9.]+' "$logs/p$i.$nm" | grep -oE '[0-9.]+$' | head -n1 || true)
+    line="$line | ${v:-?} (${acc:-?}%)"
+    sum[$nm]=$(calc "${sum[$nm]:-0} + ${v:-0}"); cnt[$nm]=$((${cnt[$nm]:-0} + 1))
+  done
   while IFS='|' read -r name flags; do
     [ -n "$name" ] || continue
     flags=${flags//@D/$D}
@@ -141,6 +161,11 @@ done
 
 names=(llama-ar)
 for k in $llama_draft; do names+=("llama-spec$k"); done
+for ts in $llama_spec; do
+  type=${ts%%:*} k=""
+  [ "$type" = "$ts" ] || k=${ts#*:}
+  names+=("llama-${type//,/+}${k:+-$k}")
+done
 while IFS='|' read -r name _; do [ -n "$name" ] && names+=("$name"); done <<<"$cfg_text"
 mean() { awk "BEGIN { printf \"%.2f\", ${sum[$1]:-0} / ${cnt[$1]:-1} }"; }
 {
@@ -167,8 +192,9 @@ mean() { awk "BEGIN { printf \"%.2f\", ${sum[$1]:-0} / ${cnt[$1]:-1} }"; }
   echo
   base=$(mean llama-ar)
   best_llama=0
-  for k in $llama_draft; do
-    m=$(mean "llama-spec$k")
+  for n in "${names[@]}"; do
+    case $n in llama-ar) continue ;; llama-*) ;; *) continue ;; esac
+    m=$(mean "$n")
     [ "$(awk "BEGIN { print ($m > $best_llama) }")" = 1 ] && best_llama=$m
   done
   # this engine's AR row of the same matmul path (ar-q8 or ar), the speedup the claim is about
