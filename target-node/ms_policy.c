@@ -1,8 +1,11 @@
 /* ms_policy.c — the cost-aware verify policy (ms_policy.h). */
 #include "ms_policy.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 void ms_cost_init(ms_cost *c) { memset(c, 0, sizeof *c); }
 
@@ -33,6 +36,44 @@ double ms_cost_at(const ms_cost *c, int64_t n) {
     /* one measure only: assume every further row costs a whole forward (no speculation is assumed to pay) */
     const double slope = lo2 >= 1 ? (c->c[lo] - c->c[lo2]) / (double)(lo - lo2) : c->c[lo] / (double)lo;
     return c->c[lo] + (slope > 0.0 ? slope : 0.0) * (double)(n - lo);
+}
+
+#define COST_MAGIC "microspec-verify-cost 1"
+static const int cost_rows[4] = {1, 2, 4, 8};
+
+bool ms_cost_load(ms_cost *c, const char *path) {
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f) return false;
+    char line[256], tail[2];
+    double v[4];
+    const bool got = fgets(line, sizeof line, f) != NULL;
+    const bool more = fgetc(f) != EOF;
+    fclose(f);
+    if (!got || more || strncmp(line, COST_MAGIC " ", sizeof COST_MAGIC) != 0) return false;
+    if (sscanf(line + sizeof COST_MAGIC, "%lf %lf %lf %lf%1s", &v[0], &v[1], &v[2], &v[3], tail) != 4) return false;
+    for (int i = 0; i < 4; i++)
+        if (!isfinite(v[i]) || !(v[i] > 0.0) || !(v[i] < 60.0) || (i > 0 && v[i] < v[i - 1])) return false;
+    for (int i = 0; i < 4; i++) c->c[cost_rows[i]] = v[i];
+    return true;
+}
+
+ms_status ms_cost_save(const ms_cost *c, const char *path) {
+    if (!path) MS_FAIL(MS_ERR_INVALID, "verify cost: no file to save to");
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
+        MS_FAIL(MS_ERR_INVALID, "verify cost: path too long: %s", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) MS_FAIL(MS_ERR_IO, "verify cost: cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f, COST_MAGIC);
+    for (int i = 0; i < 4; i++) fprintf(f, " %.9g", ms_cost_at(c, cost_rows[i]));
+    fprintf(f, "\n");
+    const bool ok = fflush(f) == 0 && !ferror(f);
+    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+        const int e = errno;
+        remove(tmp);
+        MS_FAIL(MS_ERR_IO, "verify cost: cannot write %s: %s", path, strerror(e));
+    }
+    return MS_OK;
 }
 
 int64_t ms_policy_prune(const ms_tree *in, const ms_cost *c, ms_tree *out, int32_t *map, double *expected) {

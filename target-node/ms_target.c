@@ -1,11 +1,14 @@
 /* ms_target.c — prefill, tree verification, acceptance and the request loop. */
 #include "ms_target.h"
 
+#include "ms_isa.h"
 #include "ms_policy.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define PREFILL_CHUNK 64 /* prompt rows per forward when every row's logits are needed */
 
@@ -20,6 +23,7 @@ struct ms_tgt {
     ms_cost cost;   /* verify forward cost by rows (ms_policy.h), kept across requests */
     ms_gate gate;   /* whether the next tree runs the draft model (ms_policy.h), kept across requests */
     bool calibrated;
+    char *cost_path; /* ms_tgt_cost_cache's file, or NULL */
 };
 
 ms_gen_params ms_gen_params_default(void) {
@@ -53,9 +57,45 @@ ms_status ms_tgt_new(ms_model *model, ms_tgt **out) {
     return MS_OK;
 }
 
+void ms_tgt_cost_cache(ms_tgt *t, const char *model_path, const char *variant) {
+    const char *off = getenv("MS_VERIFY_COST_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if ((off && !strcmp(off, "0")) || !model_path) return;
+    char dir[PATH_MAX];
+    int w = xdg && *xdg ? snprintf(dir, sizeof dir, "%s/microspec/verify-cost", xdg)
+            : home && *home ? snprintf(dir, sizeof dir, "%s/.cache/microspec/verify-cost", home)
+                            : -1;
+    if (w < 0 || w >= (int)sizeof dir) return;
+    struct stat st;
+    if (stat(model_path, &st) != 0) return;
+    const char *base = strrchr(model_path, '/');
+    base = base ? base + 1 : model_path;
+    char path[PATH_MAX];
+    w = snprintf(path, sizeof path, "%s/%s-%lld-%s-%s.txt", dir, base, (long long)st.st_size,
+                 ms_isa_name(ms_isa_active()), variant ? variant : "");
+    if (w < 0 || w >= (int)sizeof path) return;
+    for (char *p = dir + 1; *p; p++) /* mkdir -p */
+        if (*p == '/') {
+            *p = 0;
+            mkdir(dir, 0755);
+            *p = '/';
+        }
+    mkdir(dir, 0755);
+    free(t->cost_path);
+    t->cost_path = strdup(path);
+    if (t->cost_path && !t->calibrated && ms_cost_load(&t->cost, t->cost_path)) {
+        t->calibrated = true;
+        MS_LOG_INFO("verify cost from %s: 1 row %.2f ms, 2 rows %.2fx, 4 %.2fx, 8 %.2fx (MS_VERIFY_COST_CACHE=0: "
+                    "measure anew)",
+                    t->cost_path, ms_cost_at(&t->cost, 1) * 1e3, ms_cost_at(&t->cost, 2) / ms_cost_at(&t->cost, 1),
+                    ms_cost_at(&t->cost, 4) / ms_cost_at(&t->cost, 1),
+                    ms_cost_at(&t->cost, 8) / ms_cost_at(&t->cost, 1));
+    }
+}
+
 void ms_tgt_free(ms_tgt **pt) {
     ms_tgt *t = *pt;
     if (!t) return;
+    free(t->cost_path);
     free(t->logits);
     free(t->probs);
     free(t->topk);
@@ -249,6 +289,16 @@ static void drop_draft(ms_draft_port **draft, ms_gen_stats *st, uint64_t rid, co
  * (the KV is as before; the logits buffer is scratch). Twice for 1 and 2
  * rows, where the gap the policy weighs is smallest; the minimum. About 10
  * decode steps; larger trees are extrapolated until a verify measures them. */
+/* The cost table to ms_tgt_cost_cache's file; after a failure (logged once)
+ * the file is given up. */
+static void keep_cost(ms_tgt *t) {
+    if (t->cost_path && ms_cost_save(&t->cost, t->cost_path) < 0) {
+        MS_LOG_WARN("verify cost not kept for the next process (%s)", t->cost_path);
+        free(t->cost_path);
+        t->cost_path = NULL;
+    }
+}
+
 static ms_status calibrate(ms_tgt *t, int32_t root) {
     ms_model *m = t->model;
     const int64_t len0 = ms_model_len(m);
@@ -268,6 +318,7 @@ static ms_status calibrate(ms_tgt *t, int32_t root) {
         ms_cost_observe(&t->cost, n, best);
     }
     t->calibrated = true;
+    keep_cost(t);
     MS_LOG_INFO("verify cost measured in %.2f s: 1 row %.2f ms, 2 rows %.2fx, 4 %.2fx, 8 %.2fx",
                 (double)(ms_now_ns() - t0) * 1e-9, ms_cost_at(&t->cost, 1) * 1e3,
                 ms_cost_at(&t->cost, 2) / ms_cost_at(&t->cost, 1), ms_cost_at(&t->cost, 4) / ms_cost_at(&t->cost, 1),
@@ -481,6 +532,9 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     }
 out:
     if (draft && begun) draft->end(draft->ctx, rid);
+    /* the table as the request's forwards moved it, for the next process
+     * (a calibration taken on a busy machine does not stay) */
+    if (s >= 0 && st->spec_rounds > 0 && t->calibrated) keep_cost(t);
     st->total_s = (double)(ms_now_ns() - t0) * 1e-9;
     free(topk_pre);
     free(feats);

@@ -10,7 +10,9 @@
  *   - the acceptance record: a proposal's scores follow the accepted
  *     prefixes fed back (exact counts under the documented decay);
  *   - the n-gram draft port: a scripted request, bad verdicts refused;
- *   - ms_cost_at: measured, interpolated and extrapolated values;
+ *   - ms_cost_at: measured, interpolated and extrapolated values; the
+ *     calibration file (ms_cost_load refuses every malformed line, a save
+ *     loads back the same costs);
  *   - ms_policy_prune: the kept set's ratio (1 + Σ P) / c(k + 1) equals the
  *     best over every prefix-closed subset (enumerated) on small random
  *     trees, the kept tree is valid and maps onto the original. */
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ms_ngram.h"
 #include "ms_policy.h"
@@ -284,6 +287,63 @@ static void test_cost(void) {
     CHECK(fabs(ms_cost_at(&c, 3) - (10.0 + 7.0 * 2.0 / 3.0)) < 1e-12, "NaN and n = 0 ignored: %g", ms_cost_at(&c, 3));
 }
 
+/* The calibration file: what is refused leaves the table alone. */
+static void put_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void test_cost_file(void) {
+    char dir[] = "/tmp/test_ngram_costXXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/cost.txt", dir);
+    ms_cost c;
+    ms_cost_init(&c);
+    CHECK(!ms_cost_load(&c, path), "no file: not loaded");
+    put_file(path, "microspec-verify-cost 1 0.03 0.036 0.06 0.1\n");
+    CHECK(ms_cost_load(&c, path) && ms_cost_ready(&c) && ms_cost_at(&c, 1) == 0.03 && ms_cost_at(&c, 8) == 0.1 &&
+              fabs(ms_cost_at(&c, 6) - 0.08) < 1e-12,
+          "a valid file loads: %g %g %g", ms_cost_at(&c, 1), ms_cost_at(&c, 6), ms_cost_at(&c, 8));
+    static const char *bad[] = {
+        "",
+        "microspec-verify-cost 1 0.03 0.036 0.06\n",            /* three costs */
+        "microspec-verify-cost 1 0.03 0.036 0.06 0.1 0.2\n",    /* five */
+        "microspec-verify-cost 2 0.03 0.036 0.06 0.1\n",        /* another version */
+        "microspec-verify-cost 1 0.03 0.036 nan 0.1\n",         /* NaN */
+        "microspec-verify-cost 1 0.03 -0.036 0.06 0.1\n",       /* negative */
+        "microspec-verify-cost 1 0.03 0.02 0.06 0.1\n",         /* cheaper with more rows */
+        "microspec-verify-cost 1 0.03 0.036 0.06 1e300\n",      /* absurd */
+        "microspec-verify-cost 1 0.03 0.036 0.06 0.1x\n",       /* trailing junk */
+        "microspec-verify-cost 1 0.03 0.036 0.06 0.1\nmore\n", /* a second line */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ms_cost d;
+        ms_cost_init(&d);
+        ms_cost_observe(&d, 1, 5.0);
+        put_file(path, bad[i]);
+        CHECK(!ms_cost_load(&d, path) && d.c[1] == 5.0 && d.c[2] == 0.0 && d.c[8] == 0.0, "bad file %zu refused, table untouched",
+              i);
+    }
+    /* save, then load into a fresh table: the same four costs */
+    CHECK(ms_cost_save(&c, path) == MS_OK, "save");
+    ms_cost e;
+    ms_cost_init(&e);
+    CHECK(ms_cost_load(&e, path) && e.c[1] == c.c[1] && e.c[2] == c.c[2] && e.c[4] == c.c[4] && e.c[8] == c.c[8],
+          "save then load: the same costs");
+    char nodir[300];
+    snprintf(nodir, sizeof nodir, "%s/no/such/dir/cost.txt", dir);
+    CHECK(ms_cost_save(&c, nodir) == MS_ERR_IO, "an unwritable path is an I/O error");
+    remove(path);
+    rmdir(dir);
+}
+
 /* Best (1 + Σ P) / c(|S|) over prefix-closed S ∋ root, by enumeration. */
 static double brute_best(const ms_tree *t, const double *P, const ms_cost *c) {
     double best = 0.0;
@@ -367,6 +427,7 @@ int main(void) {
     test_graft();
     test_record_and_port();
     test_cost();
+    test_cost_file();
     test_prune();
     if (g_fail) fprintf(stderr, "test_ngram: %d check(s) FAILED\n", g_fail);
     else fprintf(stderr, "test_ngram: all checks passed\n");

@@ -52,6 +52,8 @@ static void usage(FILE *f) {
             "                         --ignore-eos does): exactly -n new tokens\n"
             "Environment: MS_ISA=scalar|avx2|avx512|amx|neon|dotprod|i8mm caps the CPU kernels' instruction\n"
             "set (default: the best this CPU has; the quantized products give the same bits at every level).\n"
+            "MS_VERIFY_COST_CACHE=0: measure the verify costs anew in this process (by default a speculative\n"
+            "run keeps them in ~/.cache/microspec/verify-cost/ per model file, level, threads and path).\n"
             "\n"
             "Batch evaluation:\n"
             "      --prompts-jsonl F  one prompt per line: Spec-Bench (turns[0]) or HumanEval (prompt)\n"
@@ -614,6 +616,12 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (ms_tgt_new(model, &tgt) < 0) goto done;
+    if (speculative) {
+        char variant[320]; /* t<threads>-<path>-<device> */
+        snprintf(variant, sizeof variant, "t%d-%s-%s", threads > 0 ? (int)threads : ms_pool_cores(),
+                 q8_matmul ? "q8" : "f32", device);
+        ms_tgt_cost_cache(tgt, model_dir, variant);
+    }
     if (speculative && dopt.kind == MS_DRAFT_NGRAM) {
         if (ms_ngd_new(&dopt.ngram_p, &ngd) < 0) goto done;
         MS_LOG_INFO("draft: kind ngram (suffixes of %lld..%lld tokens, continuations of ≤ %lld)",
