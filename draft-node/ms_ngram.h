@@ -51,7 +51,7 @@ ms_status ms_ngram_params_check(const ms_ngram_params *p);
 /* Owns the history and the index, sized from p; free with ms_ngram_free. */
 ms_status ms_ngram_new(const ms_ngram_params *p, ms_ngram **out);
 void ms_ngram_free(ms_ngram **g);
-/* Empties the history (a new request). */
+/* Empties the history (a new request); the acceptance record is kept. */
 void ms_ngram_reset(ms_ngram *g);
 /* Appends ids[n] to the history (ids ≥ 0). */
 void ms_ngram_append(ms_ngram *g, const int32_t *ids, int64_t n);
@@ -75,7 +75,7 @@ int64_t ms_ngram_lookup(const ms_ngram *g, int64_t max, int32_t *out, int64_t *n
  * 8-15, 16-31, 32+ tokens): a span copied with a long shared context is
  * accepted far more often than a 2-token coincidence (counts with a prior
  * rate from 1 in 2 for 1-2 tokens to 0.97 for 32+, 2 tries, decayed so that
- * a request's own record dominates). Every proposal is fed back by the next
+ * the recent verdicts dominate; kept across requests). Every proposal is fed back by the next
  * commit. */
 
 /* A new request: the history becomes prompt[n] + root. */
