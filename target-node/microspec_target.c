@@ -340,12 +340,9 @@ int main(int argc, char **argv) {
                         .device = c->target.device, /* "cpu" | "cuda:N" */
                         .q8_matmul = c->target.q8_matmul};
     if (ms_model_load(c->target.model, &mo, &s.model) < 0 || ms_tgt_new(s.model, &s.tgt) < 0) goto done;
-    if (c->draft.enabled) {
-        char variant[MS_CFG_NAME_MAX + 32];
-        snprintf(variant, sizeof variant, "t%d-%s-%s", c->target.threads > 0 ? (int)c->target.threads : ms_pool_cores(),
-                 c->target.q8_matmul ? "q8" : "f32", c->target.device);
-        ms_tgt_cost_cache(s.tgt, c->target.model, variant);
-    }
+    if (c->draft.enabled)
+        ms_tgt_cost_cache(s.tgt, c->target.model, c->target.threads > 0 ? (int)c->target.threads : ms_pool_cores(),
+                          c->target.q8_matmul, c->target.device);
     ms_cfg_log(c); /* after the model: a failed load's reason is not buried under the settings */
     s.V = ms_model_vocab(s.model);
     s.d = ms_model_config(s.model)->hidden_size;

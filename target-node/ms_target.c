@@ -57,7 +57,24 @@ ms_status ms_tgt_new(ms_model *model, ms_tgt **out) {
     return MS_OK;
 }
 
-void ms_tgt_cost_cache(ms_tgt *t, const char *model_path, const char *variant) {
+/* The table as a log line: "<what>: 1 row X ms, 2 rows Yx, 4 Zx, 8 Wx". */
+static void log_cost(const ms_tgt *t, const char *what) {
+    const double c1 = ms_cost_at(&t->cost, 1);
+    MS_LOG_INFO("%s: 1 row %.2f ms, 2 rows %.2fx, 4 %.2fx, 8 %.2fx", what, c1 * 1e3, ms_cost_at(&t->cost, 2) / c1,
+                ms_cost_at(&t->cost, 4) / c1, ms_cost_at(&t->cost, 8) / c1);
+}
+
+/* The cost table to ms_tgt_cost_cache's file; after a failure (logged once)
+ * the file is given up. */
+static void keep_cost(ms_tgt *t) {
+    if (t->cost_path && ms_cost_save(&t->cost, t->cost_path) < 0) {
+        MS_LOG_WARN("verify cost not kept for the next process (%s)", t->cost_path);
+        free(t->cost_path);
+        t->cost_path = NULL;
+    }
+}
+
+void ms_tgt_cost_cache(ms_tgt *t, const char *model_path, int threads, bool q8_matmul, const char *device) {
     const char *off = getenv("MS_VERIFY_COST_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     if ((off && !strcmp(off, "0")) || !model_path) return;
     char dir[PATH_MAX];
@@ -70,8 +87,8 @@ void ms_tgt_cost_cache(ms_tgt *t, const char *model_path, const char *variant) {
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
     char path[PATH_MAX];
-    w = snprintf(path, sizeof path, "%s/%s-%lld-%s-%s.txt", dir, base, (long long)st.st_size,
-                 ms_isa_name(ms_isa_active()), variant ? variant : "");
+    w = snprintf(path, sizeof path, "%s/%s-%lld-%s-t%d-%s-%s.txt", dir, base, (long long)st.st_size,
+                 ms_isa_name(ms_isa_active()), threads, q8_matmul ? "q8" : "f32", device ? device : "cpu");
     if (w < 0 || w >= (int)sizeof path) return;
     for (char *p = dir + 1; *p; p++) /* mkdir -p */
         if (*p == '/') {
@@ -84,11 +101,9 @@ void ms_tgt_cost_cache(ms_tgt *t, const char *model_path, const char *variant) {
     t->cost_path = strdup(path);
     if (t->cost_path && !t->calibrated && ms_cost_load(&t->cost, t->cost_path)) {
         t->calibrated = true;
-        MS_LOG_INFO("verify cost from %s: 1 row %.2f ms, 2 rows %.2fx, 4 %.2fx, 8 %.2fx (MS_VERIFY_COST_CACHE=0: "
-                    "measure anew)",
-                    t->cost_path, ms_cost_at(&t->cost, 1) * 1e3, ms_cost_at(&t->cost, 2) / ms_cost_at(&t->cost, 1),
-                    ms_cost_at(&t->cost, 4) / ms_cost_at(&t->cost, 1),
-                    ms_cost_at(&t->cost, 8) / ms_cost_at(&t->cost, 1));
+        char what[PATH_MAX + 64];
+        snprintf(what, sizeof what, "verify cost from %s (MS_VERIFY_COST_CACHE=0: measure anew)", t->cost_path);
+        log_cost(t, what);
     }
 }
 
@@ -289,16 +304,6 @@ static void drop_draft(ms_draft_port **draft, ms_gen_stats *st, uint64_t rid, co
  * (the KV is as before; the logits buffer is scratch). Twice for 1 and 2
  * rows, where the gap the policy weighs is smallest; the minimum. About 10
  * decode steps; larger trees are extrapolated until a verify measures them. */
-/* The cost table to ms_tgt_cost_cache's file; after a failure (logged once)
- * the file is given up. */
-static void keep_cost(ms_tgt *t) {
-    if (t->cost_path && ms_cost_save(&t->cost, t->cost_path) < 0) {
-        MS_LOG_WARN("verify cost not kept for the next process (%s)", t->cost_path);
-        free(t->cost_path);
-        t->cost_path = NULL;
-    }
-}
-
 static ms_status calibrate(ms_tgt *t, int32_t root) {
     ms_model *m = t->model;
     const int64_t len0 = ms_model_len(m);
@@ -319,10 +324,9 @@ static ms_status calibrate(ms_tgt *t, int32_t root) {
     }
     t->calibrated = true;
     keep_cost(t);
-    MS_LOG_INFO("verify cost measured in %.2f s: 1 row %.2f ms, 2 rows %.2fx, 4 %.2fx, 8 %.2fx",
-                (double)(ms_now_ns() - t0) * 1e-9, ms_cost_at(&t->cost, 1) * 1e3,
-                ms_cost_at(&t->cost, 2) / ms_cost_at(&t->cost, 1), ms_cost_at(&t->cost, 4) / ms_cost_at(&t->cost, 1),
-                ms_cost_at(&t->cost, 8) / ms_cost_at(&t->cost, 1));
+    char what[64];
+    snprintf(what, sizeof what, "verify cost measured in %.2f s", (double)(ms_now_ns() - t0) * 1e-9);
+    log_cost(t, what);
     return MS_OK;
 }
 

@@ -86,13 +86,13 @@ typedef bool (*ms_token_cb)(void *ctx, const int32_t *ids, int64_t n);
 ms_status ms_tgt_new(ms_model *model, ms_tgt **out);
 /* Keep the cost policy's calibration between processes (ms_cost_load /
  * ms_cost_save): in ${XDG_CACHE_HOME:-~/.cache}/microspec/verify-cost/, one
- * file per model file (its name and size), kernel level and `variant` (the
- * caller's threads, matmul path and device). A valid file there spares the
+ * file per model file (its name and size), kernel level, threads, matmul
+ * path (q8_matmul) and device. A valid file there spares the
  * ~10 decode steps of measuring at the first speculative request; the
  * measures go on updating the table as before, and it is saved again after
  * each request that speculated. Off when MS_VERIFY_COST_CACHE=0
  * or no home is known; any failure only logs and measures as before. */
-void ms_tgt_cost_cache(ms_tgt *t, const char *model_path, const char *variant);
+void ms_tgt_cost_cache(ms_tgt *t, const char *model_path, int threads, bool q8_matmul, const char *device);
 void ms_tgt_free(ms_tgt **t);
 ms_model *ms_tgt_model(ms_tgt *t);
 

@@ -616,12 +616,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (ms_tgt_new(model, &tgt) < 0) goto done;
-    if (speculative) {
-        char variant[320]; /* t<threads>-<path>-<device> */
-        snprintf(variant, sizeof variant, "t%d-%s-%s", threads > 0 ? (int)threads : ms_pool_cores(),
-                 q8_matmul ? "q8" : "f32", device);
-        ms_tgt_cost_cache(tgt, model_dir, variant);
-    }
+    if (speculative) ms_tgt_cost_cache(tgt, model_dir, threads > 0 ? (int)threads : ms_pool_cores(), q8_matmul, device);
     if (speculative && dopt.kind == MS_DRAFT_NGRAM) {
         if (ms_ngd_new(&dopt.ngram_p, &ngd) < 0) goto done;
         MS_LOG_INFO("draft: kind ngram (suffixes of %lld..%lld tokens, continuations of ≤ %lld)",
