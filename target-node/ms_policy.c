@@ -52,7 +52,7 @@ bool ms_cost_load(ms_cost *c, const char *path) {
     if (!got || more || strncmp(line, COST_MAGIC " ", sizeof COST_MAGIC) != 0) return false;
     if (sscanf(line + sizeof COST_MAGIC, "%lf %lf %lf %lf%1s", &v[0], &v[1], &v[2], &v[3], tail) != 4) return false;
     for (int i = 0; i < 4; i++)
-        if (!isfinite(v[i]) || !(v[i] > 0.0) || !(v[i] < 60.0) || (i > 0 && v[i] < v[i - 1])) return false;
+        if (!isfinite(v[i]) || !(v[i] > 0.0) || !(v[i] < 60.0) || (i > 0 && v[i] < 0.5 * v[i - 1])) return false;
     for (int i = 0; i < 4; i++) c->c[cost_rows[i]] = v[i];
     return true;
 }

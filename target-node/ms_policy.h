@@ -42,8 +42,8 @@ double ms_cost_at(const ms_cost *c, int64_t n);
  * "microspec-verify-cost 1 C1 C2 C4 C8" (seconds for 1, 2, 4, 8 rows).
  * ms_cost_load fills c from it and returns true only when the file holds
  * exactly that with every cost finite, positive, below 60 s and none below
- * the one before (anything else: false, c untouched; the caller measures
- * again). ms_cost_save writes c's c[1], c[2], c[4], c[8] (a temporary file
+ * half the one before (measured tables can dip a little: 2 rows at 0.99x of
+ * 1; anything else: false, c untouched; the caller measures again). ms_cost_save writes c's c[1], c[2], c[4], c[8] (a temporary file
  * renamed over path, so a reader never sees half of it). */
 bool ms_cost_load(ms_cost *c, const char *path);
 ms_status ms_cost_save(const ms_cost *c, const char *path);

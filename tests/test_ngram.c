@@ -307,6 +307,8 @@ static void test_cost_file(void) {
     ms_cost c;
     ms_cost_init(&c);
     CHECK(!ms_cost_load(&c, path), "no file: not loaded");
+    put_file(path, "microspec-verify-cost 1 0.0304 0.0302 0.06 0.1\n"); /* 2 rows measured a hair under 1 */
+    CHECK(ms_cost_load(&c, path), "a table that dips a little loads");
     put_file(path, "microspec-verify-cost 1 0.03 0.036 0.06 0.1\n");
     CHECK(ms_cost_load(&c, path) && ms_cost_ready(&c) && ms_cost_at(&c, 1) == 0.03 && ms_cost_at(&c, 8) == 0.1 &&
               fabs(ms_cost_at(&c, 6) - 0.08) < 1e-12,
@@ -318,7 +320,7 @@ static void test_cost_file(void) {
         "microspec-verify-cost 2 0.03 0.036 0.06 0.1\n",        /* another version */
         "microspec-verify-cost 1 0.03 0.036 nan 0.1\n",         /* NaN */
         "microspec-verify-cost 1 0.03 -0.036 0.06 0.1\n",       /* negative */
-        "microspec-verify-cost 1 0.03 0.02 0.06 0.1\n",         /* cheaper with more rows */
+        "microspec-verify-cost 1 0.03 0.012 0.06 0.1\n",        /* 2 rows under half of 1 */
         "microspec-verify-cost 1 0.03 0.036 0.06 1e300\n",      /* absurd */
         "microspec-verify-cost 1 0.03 0.036 0.06 0.1x\n",       /* trailing junk */
         "microspec-verify-cost 1 0.03 0.036 0.06 0.1\nmore\n", /* a second line */
