@@ -4,6 +4,7 @@
  * table (so unknown keys are found at any depth), then runs the cross-field
  * checks. Adding a key = one field in ms_cfg + one row here. */
 #include "ms_config.h"
+#include "ms_origin.h"
 
 #include <arpa/inet.h>
 #include <libconfig.h>
@@ -25,6 +26,8 @@ typedef enum {
     K_ENDPOINT, /* "tcp://HOST:PORT" | "ipc://PATH" */
     K_Z85,      /* "" or a 40-character Z85 CURVE key */
     K_SAFE,     /* host names, user, remote folder: pasted into ssh command lines */
+    K_ORIGINS,  /* a list of browser origins (ms_origin.h) */
+    K_HOSTS,    /* a list of Host names (ms_origin.h) */
 } key_kind;
 
 enum {
@@ -168,6 +171,14 @@ static const cfg_key g_keys[] = {
             "the previous response, else 408 and the connection is closed"),
     KEY_INT("http.idle_timeout_s", http.idle_timeout_s, 30, 1, 86400,
             "a connection with no socket activity for this long is closed"),
+    KEY_STR("http.allowed_origins", K_ORIGINS, http.allowed_origins, "localhost", 0,
+            "browser origins that may call the API (their requests carry Origin; others get 403): localhost "
+            "(http(s) on localhost, 127.0.0.1, [::1], any port), SCHEME://HOST[:PORT|:*], * (any "
+            "origin), none; comma-separated"),
+    KEY_STR("http.allowed_hosts", K_HOSTS, http.allowed_hosts, "", 0,
+            "Host names answered besides loopback names, the listen address and this machine's name (DNS "
+            "rebinding: others get 403): names, IP literals, *.SUFFIX, or * (no check, e.g. behind a proxy "
+            "that rewrites Host); comma-separated"),
 
     KEY_STR("hosts.target", K_SAFE, hosts.target, "localhost", F_NONEMPTY,
             "cluster/launch.sh: host of the target node (localhost: started locally, else over ssh)"),
@@ -214,6 +225,8 @@ static const char *kind_name(key_kind kind) {
     case K_ENDPOINT: return "endpoint";
     case K_Z85: return "z85 key";
     case K_SAFE: return "name";
+    case K_ORIGINS: return "origins";
+    case K_HOSTS: return "hosts";
     default: return "string";
     }
 }
@@ -480,6 +493,8 @@ static ms_status check_string(const cfg_key *k, const char *v, char *why, size_t
             return MS_ERR_INVALID;
         }
         return MS_OK;
+    case K_ORIGINS: return ms_origin_list_check(v, why, cap);
+    case K_HOSTS: return ms_origin_hosts_check(v, why, cap);
     default: return MS_OK;
     }
 }

@@ -116,6 +116,8 @@ typedef struct {
         char bearer_token[MS_CFG_NAME_MAX]; /* "" = no authentication */
         int64_t request_timeout_s;
         int64_t max_connections, header_timeout_s, idle_timeout_s;
+        char allowed_origins[1024];     /* browser origins answered (ms_origin.h); "localhost" by default */
+        char allowed_hosts[1024];       /* Host names answered besides loopback, the listen address, this host */
     } http;
     struct {
         char target[MS_CFG_NAME_MAX], draft[MS_CFG_NAME_MAX];

@@ -389,7 +389,9 @@ int main(int argc, char **argv) {
                        .max_connections = (int)c->http.max_connections,
                        .header_timeout_s = (double)c->http.header_timeout_s,
                        .idle_timeout_s = (int)c->http.idle_timeout_s,
-                       .request_timeout_s = (double)c->http.request_timeout_s};
+                       .request_timeout_s = (double)c->http.request_timeout_s,
+                       .allowed_origins = c->http.allowed_origins,
+                       .allowed_hosts = c->http.allowed_hosts};
     ms_http_backend hb = {.ctx = &s, .run = backend_run, .health = backend_health, .metrics = backend_metrics};
     if (ms_http_start(&ho, &hb, &http) < 0) goto done;
     MS_LOG_INFO("serving http://%s:%d (draft %s)", c->http.listen, ms_http_port(http),

@@ -5,7 +5,7 @@
  *   POST /v1/chat/completions  {model, messages [{role, content}], ...same}
  *   GET  /v1/models            the one model served
  *   GET  /v1/models/{id}       that model (404 for another id)
- *   OPTIONS any path           CORS preflight: 204 with Access-Control-Allow-*
+ *   OPTIONS any path           CORS preflight: 204 (with Access-Control-Allow-* for an allowed Origin)
  *   GET  /health               {"status", "queue", "running", "model", ...backend health}
  *   GET  /metrics              Prometheus text (+ backend extra)
  * Responses follow OpenAI's shapes plus a "microspec" object with the
@@ -29,6 +29,15 @@
  * A malformed method gets 400. A request line without a space is closed at
  * once by libmicrohttpd 0.9.7x without a reply (it gives the application no
  * hook there); one that never ends gets the 408 of the header timeout.
+ *
+ * Framing (issue 35.4), before any endpoint: an HTTP/1.1 request without
+ * exactly one Host, with two Content-Length values that differ, with
+ * Transfer-Encoding and Content-Length together or a Transfer-Encoding other
+ * than chunked, or with a control character (a bare CR) in a header gets 400.
+ * The errors libmicrohttpd answers itself (400 for a Content-Length it cannot
+ * read or a header line without a colon, 413, 414, 431) are answered in the
+ * API's JSON error shape instead of the library's HTML (see ms_http.c).
+ * Then the Host and Origin checks (allowed_hosts, allowed_origins): 403.
  */
 #ifndef MS_HTTP_H
 #define MS_HTTP_H
@@ -127,6 +136,14 @@ typedef struct {
     /* A request generating for longer is stopped: finish_reason "timeout",
      * microspec.stop_reason "request timeout", the text so far. ≤ 0 → none. */
     double request_timeout_s;
+    /* Browser origins (common/ms_origin.h): a request with an Origin header
+     * not in the list gets 403; an allowed one is echoed in
+     * Access-Control-Allow-Origin (never "*" unless the list says "*").
+     * NULL → "localhost"; "" or "none" → no origin. */
+    const char *allowed_origins;
+    /* Host names answered besides loopback names, the listen address and
+     * gethostname() (DNS rebinding; others get 403); "*" → any. NULL → none. */
+    const char *allowed_hosts;
 } ms_http_opts;
 
 typedef struct ms_http ms_http;

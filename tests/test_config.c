@@ -242,6 +242,19 @@ static const bad_case g_bad[] = {
     {"host with a shell character", M "hosts = { target = \"a;rm -rf\"; };\n", MS_ERR_INVALID, 2,
      "hosts.target: \"a;rm -rf\": only letters, digits"},
     {"empty host", M "hosts = { draft = \"\"; };\n", MS_ERR_INVALID, 2, "hosts.draft: must not be empty"},
+    /* Issue 35.7: the origin and Host lists. */
+    {"origin without a scheme", M "http = { allowed_origins = \"localhost, app.example.com\"; };\n", MS_ERR_INVALID, 2,
+     "http.allowed_origins: \"app.example.com\" is not an origin"},
+    {"origin with a path", M "http = { allowed_origins = \"https://a.example/x\"; };\n", MS_ERR_INVALID, 2,
+     "http.allowed_origins: \"https://a.example/x\" is not an origin"},
+    {"origin port 0", M "http = { allowed_origins = \"http://a.example:0\"; };\n", MS_ERR_INVALID, 2,
+     "http.allowed_origins: \"http://a.example:0\" is not an origin"},
+    {"none among origins", M "http = { allowed_origins = \"none, localhost\"; };\n", MS_ERR_INVALID, 2,
+     "http.allowed_origins: \"none\" must stand alone"},
+    {"host with a port", M "http = { allowed_hosts = \"api.example.com:8080\"; };\n", MS_ERR_INVALID, 2,
+     "http.allowed_hosts: \"api.example.com:8080\" is not a host name or IP literal"},
+    {"host with a slash", M "http = {\n  allowed_hosts = \"a.example, b/c\";\n};\n", MS_ERR_INVALID, 3,
+     "http.allowed_hosts: \"b/c\" is not a host name or IP literal"},
     {"control character", M "http = { bearer_token = \"a\\tb\"; };\n", MS_ERR_INVALID, 2,
      "http.bearer_token: control character 0x09 at byte 1"},
     {"string too long", M "http = { listen = \""
@@ -400,7 +413,8 @@ static const char *const g_full =
     "                   client_public = \"" K_CP "\"; client_secret = \"" K_CS "\"; }; };\n"
     "http = { listen = \"0.0.0.0\"; port = 9; queue = 1; max_tokens_default = 5; max_tokens_limit = 6;\n"
     "         bearer_token = \"tok-S3CRET-\\\"q\\\"-\\\\\"; request_timeout_s = 17;\n"
-    "         max_connections = 333; header_timeout_s = 7; idle_timeout_s = 44; };\n"
+    "         max_connections = 333; header_timeout_s = 7; idle_timeout_s = 44;\n"
+    "         allowed_origins = \"https://app.example.com, http://[::1]:*\"; allowed_hosts = \"api.example.com *.lan\"; };\n"
     "hosts = { target = \"10.0.0.1\"; draft = \"gpu-box.lan\"; ssh_user = \"me\"; workdir = \"/srv/ms\"; };\n"
     "log = { level = \"debug\"; dir = \"logs\"; };\n";
 
