@@ -8,3 +8,8 @@ target_link_libraries(test_http PRIVATE PkgConfig::JANSSON Threads::Threads)
 # Request bodies come from the network: the parser is fuzzed.
 ms_add_fuzz(fuzz_http_body fuzz/fuzz_http_body.c 30)
 target_link_libraries(fuzz_http_body PRIVATE ms_target)
+# Issue 35, acceptance 3: raw bytes as an HTTP connection to the real server
+# (framing, headers, bodies; libmicrohttpd's own parser included), checked for
+# whole responses, JSON errors and a server that still answers.
+ms_add_fuzz(fuzz_http_raw fuzz/fuzz_http_raw.c 30)
+target_link_libraries(fuzz_http_raw PRIVATE ms_target PkgConfig::JANSSON Threads::Threads)
