@@ -26,6 +26,9 @@
  *                                                     them or MAX_S pass; READY_FILE once all are open;
  *                                                     prints key=value lines (closed counts, 408s, longest
  *                                                     time a connection stayed open, in seconds)
+ *   itest-tool junk ENDPOINT N                        a stranger's DEALER sends N frames of 200 random bytes and
+ *                                                     never reads (issue 35: the link's log under a flood);
+ *                                                     prints sent=N once they are handed to ZeroMQ
  *
  * Every command exits 0 when what it checks holds, 1 with a message otherwise,
  * 2 on bad usage.
@@ -846,6 +849,34 @@ static int cmd_flood(int argc, char **argv) {
     return 0;
 }
 
+/* ---- junk: an unauthenticated flood of the link (issue 35) -------------------------- */
+
+static int cmd_junk(int argc, char **argv) {
+    if (argc != 2) return 2;
+    int n = atoi(argv[1]);
+    if (n <= 0 || n > 1000000) return 2;
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 5000, hwm = 100000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger); /* bounded: the frames go out before the close */
+    zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    if (zmq_connect(s, argv[0]) != 0) DIE("junk: connect %s: %s", argv[0], zmq_strerror(zmq_errno()));
+    ms_rng rng;
+    ms_rng_seed(&rng, 35);
+    int sent = 0;
+    double end = now_s() + 30;
+    while (sent < n && now_s() < end) {
+        uint8_t junk[200];
+        for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)ms_rng_u64(&rng);
+        if (zmq_send(s, junk, sizeof junk, ZMQ_DONTWAIT) == (int)sizeof junk) sent++;
+        else usleep(1000);
+    }
+    printf("sent=%d\n", sent);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return sent == n ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: itest-tool COMMAND ARGS... (see the source header)\n");
@@ -871,6 +902,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "hello")) rc = cmd_hello(ac, av);
     else if (!strcmp(c, "fake-target")) rc = cmd_fake_target(ac, av);
     else if (!strcmp(c, "flood")) rc = cmd_flood(ac, av);
+    else if (!strcmp(c, "junk")) rc = cmd_junk(ac, av);
     if (rc == 2) fprintf(stderr, "itest-tool: bad usage of '%s' (see the source header)\n", c);
     ms_wire_arena_free(&g_arena);
     ms_wire_buf_free(&g_buf);
