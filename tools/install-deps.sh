@@ -29,6 +29,8 @@ packages=(
   curl iproute2                     # integration tests
   prometheus                        # promtool check metrics on /metrics (~19 MB; the server is not started)
   gnuplot-nox                       # PNG plots of results/coverage (tools/coverage_report.sh)
+  slurm-wlm munge                   # cluster/slurm/ (a pair as a heterogeneous job); test_cluster_slurm runs a private Slurm
+  nginx                             # cluster/front/ (many pairs behind one endpoint); test_cluster_front
 )
 
 missing=()
@@ -43,11 +45,12 @@ done
 # reader and numpy (the GGUF golden checks, the float64 reference forward and
 # tools/specvocab_build.py, which writes the SpecVocab artefacts);
 # Hugging Face's tokenizers (Gemma's tokenizer.json as an independent reference);
-# msgpack, the independent reader of the wire goldens (tests/test_wire_golden.py).
+# msgpack, the independent reader of the wire goldens (tests/test_wire_golden.py);
+# kubernetes-validate, the offline schema check of cluster/k8s/ (test_k8s_manifests).
 # A failed pip install is reported and the tests that need it skip; it does
 # not stop the build.
-py_mods=(openai gguf numpy tokenizers msgpack)
-py_pkgs=(openai gguf==0.19.0 numpy tokenizers msgpack)
+py_mods=(openai gguf numpy tokenizers msgpack kubernetes_validate)
+py_pkgs=(openai gguf==0.19.0 numpy tokenizers msgpack kubernetes-validate)
 python_deps() {
   local i want=()
   for i in "${!py_mods[@]}"; do

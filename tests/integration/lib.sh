@@ -315,3 +315,18 @@ it_ar_all() {
   done
   for p in "${jobs[@]}"; do wait "$p" || it_die "autoregressive reference failed"; done
 }
+
+# it_need_cmds CMD... — commands from Debian packages this test needs: any
+# missing runs tools/install-deps.sh once (which installs them); a skip (77)
+# only when they still cannot be had (not root, no network, no apt).
+it_need_cmds() {
+  local c missing=()
+  for c in "$@"; do command -v "$c" >/dev/null || [ -x "/usr/sbin/$c" ] || missing+=("$c"); done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  it_log "missing ${missing[*]}: running tools/install-deps.sh"
+  bash "$MS_SOURCE_DIR/tools/install-deps.sh" >"$WORK/install-deps.log" 2>&1 || true
+  for c in "${missing[@]}"; do
+    command -v "$c" >/dev/null || [ -x "/usr/sbin/$c" ] ||
+      it_skip "$c is not installed and tools/install-deps.sh could not install it: $(tail -n 1 "$WORK/install-deps.log")"
+  done
+}
