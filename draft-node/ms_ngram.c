@@ -349,5 +349,5 @@ static void ngd_end(void *ctx, uint64_t rid) {
 }
 
 ms_draft_port ms_ngd_port(ms_ngd *d) {
-    return (ms_draft_port){.ctx = d, .model_free = true, .begin = ngd_begin, .draft = ngd_draft, .accept = ngd_accept, .end = ngd_end};
+    return (ms_draft_port){.ctx = d, .model_free = true, .no_topk_pre = true, .begin = ngd_begin, .draft = ngd_draft, .accept = ngd_accept, .end = ngd_end};
 }

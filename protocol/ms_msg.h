@@ -103,6 +103,8 @@ typedef struct {
     bool wants_features; /* eagle drafts need target hidden states in begin/verify */
     bool model_free;     /* no draft model to run (the n-gram draft): the cost policy's gate does not apply */
     bool free_part;      /* proposes without its model too (an n-gram source merged): the gate starts closed */
+    bool no_topk_pre;    /* ignores the prompt's top-K_pre (no MicroSpec window: the n-gram draft, a vocabulary
+                            mode other than dynamic): the prefill computes the last row's logits only */
     ms_status (*begin)(void *ctx, const ms_msg_begin *m);
     ms_status (*draft)(void *ctx, uint64_t request_id, int64_t round, ms_msg_tree *out);
     ms_status (*accept)(void *ctx, const ms_msg_verify *m);

@@ -230,6 +230,8 @@ static ms_status backend_run(void *ctx, const ms_http_request *req, bool (*emit)
     if (s->link && atomic_load(&s->draft_state) == DRAFT_UP && ms_link_peer_alive(s->link)) {
         port = ms_remote_port(s->remote);
         port.free_part = strstr(s->cfg.draft.kind, "+ngram") != NULL; /* the draft node reads the same file */
+        port.no_topk_pre = !strcmp(s->cfg.draft.kind, "ngram") || /* a window: "dynamic", "…+window" */
+                           (strcmp(s->cfg.vocab.mode, "dynamic") != 0 && !strstr(s->cfg.vocab.mode, "+window"));
         dp = &port;
     }
     uint64_t rid = (uint64_t)atomic_fetch_add(&s->next_rid, 1) + 1;
