@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# Issue 34, acceptance 1: a private Slurm on this machine (munged, slurmctld
+# and two slurmd, as the Slurm nodes ms1 and ms2, with a config written here)
+# runs cluster/slurm/pair.sbatch on the stories260K pair as a heterogeneous job:
+# target on one component, draft on the other, linked over tcp with the job's
+# secret; its answer equals microspec-generate's, and scancel leaves neither a
+# node nor a step of the job running. Then cluster/slurm/submit.sh -n 2 (the
+# loop form) brings up two pairs whose URLs it lists, each answering with the
+# same text, stopped by scancel.
+# Two slurmd, not one: Slurm's backfill scheduler (the only one that starts
+# heterogeneous jobs) reserves whole nodes for a pending component, so the
+# two components of one job are never placed on the same Slurm node (22.05).
+source "$(dirname "$0")/lib.sh"
+it_init slurm
+it_need_shared models/stories260k/stories260K.bin models/stories260k/tok512.bin
+[ "$(id -u)" = 0 ] || it_skip "slurmd runs jobs as root here (SlurmdUser=root): needs root"
+it_need_cmds munged slurmctld slurmd sbatch srun scancel squeue scontrol sinfo
+it_stories
+
+# ---- the private Slurm --------------------------------------------------------------------
+S=$WORK/slurm
+mkdir -p "$S/munge" "$S/state" "$S/jobs"
+chmod 711 "$S/munge"
+( umask 077 && head -c 1024 /dev/urandom >"$S/munge/key" )
+ctld_port=$(it_port) d1_port=$(it_port) d2_port=$(it_port)
+host=$(hostname -s)
+cat >"$S/slurm.conf" <<EOF
+# written by test_cluster_slurm
+ClusterName=mstest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$S/munge/sock
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool-%n
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd-%n.pid
+SlurmctldLogFile=$S/slurmctld.log
+SlurmdLogFile=$S/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1,bf_hetjob_immediate
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+ReturnToService=2
+KillWait=5
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+NodeName=ms1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$d1_port CPUs=4
+NodeName=ms2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$d2_port CPUs=4
+PartitionName=ms Nodes=ms1,ms2 Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF=$S/slurm.conf MS_SLURM_DIR=$S/jobs
+# On exit: cancel what is left, so that no step outlives the daemons (which
+# lib.sh then stops, SIGTERM then SIGKILL).
+IT_CLEANUP='scancel --full $(squeue -h -o %A 2>/dev/null) 2>/dev/null; for _ in $(seq 1 60); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.25; done'
+bg() { # bg LOG CMD... — a daemon of this test, in the foreground of its own
+  local log=$1
+  shift
+  "$@" >"$log" 2>&1 </dev/null &
+  IT_PIDS+=($!)
+  echo $! >>"$WORK/.pids"
+}
+bg "$WORK/munged.log" munged -F --force --socket="$S/munge/sock" --key-file="$S/munge/key" \
+  --pid-file="$S/munge/pid" --log-file="$S/munge/log" --seed-file="$S/munge/seed"
+for _ in $(seq 1 100); do [ -S "$S/munge/sock" ] && break; sleep 0.05; done
+[ -S "$S/munge/sock" ] || it_die "munged did not create its socket"
+bg "$WORK/slurmctld.log" slurmctld -D -i
+bg "$WORK/slurmd-ms1.log" slurmd -D -N ms1
+bg "$WORK/slurmd-ms2.log" slurmd -D -N ms2
+deadline=$((SECONDS + 60))
+until [ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle$')" = 2 ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
+[ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle$')" = 2 ] || it_die "Slurm nodes not idle: $(sinfo -N 2>&1)"
+it_log "Slurm up: $(sinfo -h -N -o '%N:%T' | tr '\n' ' ')"
+
+# ---- the reference and the pair's config --------------------------------------------------------
+printf 'Once upon a time' >"$WORK/prompt.txt"
+it_ar "$STORIES" "$WORK/prompt.txt" 32 "$WORK/ar.txt"
+C_MODEL=$STORIES C_PORT=$(it_port) C_ENDPOINT=tcp://127.0.0.1:$(it_port)
+it_config "$WORK/pair.cfg"
+port=$C_PORT
+
+# job_gone ID — bounded wait until the job has left the queue (completing included)
+job_gone() {
+  local deadline=$((SECONDS + 60))
+  while [ -n "$(squeue -h -j "$1" -o %i 2>/dev/null)" ] && [ $SECONDS -lt $deadline ]; do sleep 0.25; done
+  [ -z "$(squeue -h -j "$1" -o %i 2>/dev/null)" ]
+}
+# left PATTERN — processes whose command line holds PATTERN (nodes, steps, srun)
+left() { pgrep -af -- "$1" | grep -v pgrep || true; }
+# ask URL LABEL — /v1/completions with the prompt, text compared with the reference
+ask() {
+  printf '{"prompt":"Once upon a time","max_tokens":32,"temperature":0}' >"$WORK/req.json"
+  local code
+  code=$(it_post "$1" /v1/completions "$WORK/req.json" "$WORK/$2.json")
+  [ "$code" = 200 ] || { it_fail "$2: HTTP $code: $(head -c 300 "$WORK/$2.json")"; return; }
+  it_text_same "$2" "$WORK/ar.txt" "$WORK/$2.json" "$WORK/$2.txt" && it_log "$2: the single-process text"
+}
+
+# ---- (1) one pair: sbatch, answer, scancel ----------------------------------------------------------
+id=$(cd "$MS_SOURCE_DIR" && MS_BUILD_DIR=$MS_BUILD_DIR sbatch --parsable -o "$WORK/job-%j.log" \
+       cluster/slurm/pair.sbatch "$WORK/pair.cfg" --timeout 90) || it_die "sbatch failed"
+id=${id%%;*}
+it_log "job $id submitted"
+deadline=$((SECONDS + 100))
+until [ -s "$S/jobs/$id/url" ] || [ $SECONDS -ge $deadline ] || [ -z "$(squeue -h -j "$id" -o %i)" ]; do sleep 0.25; done
+[ -s "$S/jobs/$id/url" ] || { cat "$WORK/job-$id.log" 2>/dev/null; it_die "the pair of job $id did not come up"; }
+url=$(cat "$S/jobs/$id/url")
+[ "$url" = "http://127.0.0.1:$port" ] || it_fail "job $id: url $url, expected http://127.0.0.1:$port"
+grep -q "^MS_LINK_ENDPOINT=tcp://127.0.0.1:" "$S/jobs/$id/pair.env" || it_fail "job $id: pair.env: $(cat "$S/jobs/$id/pair.env")"
+[ "$(stat -c %a "$S/jobs/$id/link.secret")" = 600 ] || it_fail "job $id: link.secret is not mode 0600"
+nodes=$(squeue -h -j "$id" -o '%N' | sort | tr '\n' ' ')
+[ "$nodes" = "ms1 ms2 " ] || it_fail "job $id: components on '$nodes', expected ms1 and ms2"
+grep -q 'draft joined' "$S/jobs/$id/target.log" || it_fail "job $id: target.log shows no draft joining"
+ask "$url" pair
+curl -s -m 5 "$url/health" | grep -q '"draft":"up"' || it_fail "job $id: the draft is not up after the request"
+[ -n "$(left "$S/jobs/$id/pair.cfg")" ] || it_fail "job $id: no node process found while it runs"
+scancel "$id"
+job_gone "$id" || it_fail "job $id still in the queue 60 s after scancel"
+for _ in $(seq 1 40); do [ -z "$(left "$S/jobs/$id/")" ] && break; sleep 0.25; done
+[ -z "$(left "$S/jobs/$id/")" ] || it_fail "after scancel, processes of job $id remain: $(left "$S/jobs/$id/")"
+[ -z "$(left "slurmstepd: \[$id\.")" ] || it_fail "after scancel, steps of job $id remain: $(left "slurmstepd: \[$id\.")"
+grep -q 'stopping' "$S/jobs/$id/target.log" || it_fail "job $id: the target did not log a clean stop (SIGTERM)"
+
+# ---- (2) two pairs: the loop form, their URL list ------------------------------------------------
+base=$(it_port) lbase=$(it_port)
+for p in $((base + 1)) $((lbase + 1)); do # the second pair's ports must be free too
+  ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || it_skip "port $p (next to a free one) is busy; rerun"
+done
+MS_BUILD_DIR=$MS_BUILD_DIR bash "$MS_SOURCE_DIR/cluster/slurm/submit.sh" "$WORK/pair.cfg" -n 2 --port "$base" \
+  --link-port "$lbase" --wait 100 -- -o "$WORK/job-%j.log" >"$WORK/urls.txt" 2>"$WORK/submit.log" ||
+  it_fail "submit.sh -n 2: $(cat "$WORK/submit.log")"
+[ "$(wc -l <"$WORK/urls.txt")" = 2 ] || it_fail "submit.sh listed $(wc -l <"$WORK/urls.txt") URLs: $(cat "$WORK/urls.txt")"
+cmp -s "$WORK/urls.txt" "$S/jobs/pairs.urls" || it_fail "submit.sh's stdout and pairs.urls differ"
+n=0
+while read -r u; do
+  n=$((n + 1))
+  ask "$u" "loop$n"
+done <"$WORK/urls.txt"
+mapfile -t ids <"$S/jobs/pairs.jobs"
+[ ${#ids[@]} = 2 ] || it_fail "pairs.jobs lists ${#ids[@]} jobs"
+scancel "${ids[@]}"
+for j in "${ids[@]}"; do
+  job_gone "$j" || it_fail "job $j still in the queue after scancel"
+  for _ in $(seq 1 40); do [ -z "$(left "$S/jobs/$j/")" ] && break; sleep 0.25; done
+  [ -z "$(left "$S/jobs/$j/")" ] || it_fail "after scancel, processes of job $j remain: $(left "$S/jobs/$j/")"
+done
+it_finish
