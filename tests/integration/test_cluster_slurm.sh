@@ -7,78 +7,15 @@
 # node nor a step of the job running. Then cluster/slurm/submit.sh -n 2 (the
 # loop form) brings up two pairs whose URLs it lists, each answering with the
 # same text, stopped by scancel.
-# Two slurmd, not one: Slurm's backfill scheduler (the only one that starts
-# heterogeneous jobs) reserves whole nodes for a pending component, so the
-# two components of one job are never placed on the same Slurm node (22.05).
+# (Two slurmd, not one: tests/integration/slurm.sh says why.)
 source "$(dirname "$0")/lib.sh"
 it_init slurm
 it_need_shared models/stories260k/stories260K.bin models/stories260k/tok512.bin
-[ "$(id -u)" = 0 ] || it_skip "slurmd runs jobs as root here (SlurmdUser=root): needs root"
-it_need_cmds munged slurmctld slurmd sbatch srun scancel squeue scontrol sinfo
 it_stories
 
-# ---- the private Slurm --------------------------------------------------------------------
+source "$(dirname "$0")/slurm.sh"
+it_slurm
 S=$WORK/slurm
-mkdir -p "$S/munge" "$S/state" "$S/jobs"
-chmod 711 "$S/munge"
-( umask 077 && head -c 1024 /dev/urandom >"$S/munge/key" )
-ctld_port=$(it_port) d1_port=$(it_port) d2_port=$(it_port)
-host=$(hostname -s)
-cat >"$S/slurm.conf" <<EOF
-# written by test_cluster_slurm
-ClusterName=mstest
-SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=$ctld_port
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$S/munge/sock
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation=$S/state
-SlurmdSpoolDir=$S/spool-%n
-SlurmctldPidFile=$S/slurmctld.pid
-SlurmdPidFile=$S/slurmd-%n.pid
-SlurmctldLogFile=$S/slurmctld.log
-SlurmdLogFile=$S/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
-SchedulerType=sched/backfill
-SchedulerParameters=bf_interval=1,bf_hetjob_immediate
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SlurmdParameters=config_overrides
-ReturnToService=2
-KillWait=5
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-NodeName=ms1 NodeHostname=$host NodeAddr=127.0.0.1 Port=$d1_port CPUs=4
-NodeName=ms2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$d2_port CPUs=4
-PartitionName=ms Nodes=ms1,ms2 Default=YES MaxTime=INFINITE State=UP
-EOF
-export SLURM_CONF=$S/slurm.conf MS_SLURM_DIR=$S/jobs
-# On exit: cancel what is left, so that no step outlives the daemons (which
-# lib.sh then stops, SIGTERM then SIGKILL).
-IT_CLEANUP='scancel --full $(squeue -h -o %A 2>/dev/null) 2>/dev/null; for _ in $(seq 1 60); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.25; done'
-bg() { # bg LOG CMD... — a daemon of this test, in the foreground of its own
-  local log=$1
-  shift
-  "$@" >"$log" 2>&1 </dev/null &
-  IT_PIDS+=($!)
-  echo $! >>"$WORK/.pids"
-}
-bg "$WORK/munged.log" munged -F --force --socket="$S/munge/sock" --key-file="$S/munge/key" \
-  --pid-file="$S/munge/pid" --log-file="$S/munge/log" --seed-file="$S/munge/seed"
-for _ in $(seq 1 100); do [ -S "$S/munge/sock" ] && break; sleep 0.05; done
-[ -S "$S/munge/sock" ] || it_die "munged did not create its socket"
-bg "$WORK/slurmctld.log" slurmctld -D -i
-bg "$WORK/slurmd-ms1.log" slurmd -D -N ms1
-bg "$WORK/slurmd-ms2.log" slurmd -D -N ms2
-deadline=$((SECONDS + 60))
-until [ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle$')" = 2 ] || [ $SECONDS -ge $deadline ]; do sleep 0.2; done
-[ "$(sinfo -h -N -o '%N %T' 2>/dev/null | grep -c ' idle$')" = 2 ] || it_die "Slurm nodes not idle: $(sinfo -N 2>&1)"
-it_log "Slurm up: $(sinfo -h -N -o '%N:%T' | tr '\n' ' ')"
 
 # ---- the reference and the pair's config --------------------------------------------------------
 printf 'Once upon a time' >"$WORK/prompt.txt"
