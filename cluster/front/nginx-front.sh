@@ -28,13 +28,13 @@
 # Only /v1/ is proxied (the pairs' /health and /metrics stay on their hosts);
 # the front's own /health answers 200. Each response carries the pair that
 # answered in X-MicroSpec-Pair. Defaults: --port 8000, --listen 127.0.0.1,
-# --out build/front (nginx.conf, logs, pid, temp folders). --env NAME passes
+# --out ${MS_FRONT_DIR:-build/front} (nginx.conf, logs, pid, temp folders). --env NAME passes
 # that variable to nginx's workers (nginx clears their environment otherwise).
 set -euo pipefail
 me="nginx-front.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-envs=() pairs="" port=8000 listen=127.0.0.1 out=$root/build/front token="" up_token="" max_conns=512 action=""
+envs=() pairs="" port=8000 listen=127.0.0.1 out=${MS_FRONT_DIR:-$root/build/front} token="" up_token="" max_conns=512 action=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --pairs) pairs=$2; shift 2 ;;
@@ -130,7 +130,9 @@ EOF
       proxy_pass http://microspec_pairs;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
-      proxy_set_header Host \$host;
+      # The pairs answer only Host names they know (loopback, their address,
+      # http.allowed_hosts): the front is their client, under a loopback name.
+      proxy_set_header Host localhost;
       proxy_buffering off;
       proxy_request_buffering on;
       proxy_next_upstream error timeout non_idempotent;
