@@ -31,6 +31,11 @@
 #                         dataset) pairs it lacks: a long run that stopped (a
 #                         failed configuration, a reboot) goes on where it was,
 #                         with the same options; the report covers all of it
+#     --repeat N          run every configuration N times (default 1), in the
+#                         listed order, then reversed, and so on (A B C, C B A,
+#                         ...), so a machine that drifts (another tenant, a
+#                         clock) weighs on every configuration alike; each
+#                         question's lines count once per pass in the means
 #
 # Configuration lines: "NAME|microspec-generate flags[|key=value ...]" ('#'
 # comments; @OUT@ in flags = the results folder). Keys:
@@ -72,7 +77,7 @@ cd "$root"
 build=${MS_BUILD_DIR:-build/release}
 shared=${MS_SHARED_DIR:-../shared}
 T=$build/tools
-out=results/bench configs="" model="" per_cat="" max_sb=1024 max_he=512 max_chars="" chat="" report=1 turns=2 resume=0
+out=results/bench configs="" model="" per_cat="" max_sb=1024 max_he=512 max_chars="" chat="" report=1 turns=2 resume=0 repeat=1
 argv=("$@")
 die() { echo "microspec_bench: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -88,11 +93,13 @@ while [ $# -gt 0 ]; do
     --chat) chat=--chat; shift ;;
     --no-report) report=0; shift ;;
     --resume) resume=1; shift ;;
+    --repeat) repeat=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "microspec_bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ "$turns" =~ ^[12]$ ]] || die "--turns must be 1 or 2, not '$turns'"
+[[ "$repeat" =~ ^[1-9][0-9]?$ ]] || die "--repeat must be a count in 1..99, not '$repeat'"
 for b in microspec-generate microspec-bench-prompts convert-llama2c microspec-freqlist; do
   [ -x "$T/$b" ] || die "$T/$b not found (build first, or set MS_BUILD_DIR)"
 done
@@ -124,7 +131,7 @@ if [ -f "$model" ]; then model_abs=$(cd "$(dirname "$model")" && pwd)/$(basename
 
 # ---------------------------------------------------------------- helpers (Python: JSON in and out)
 cat >"$work/bench.py" <<'PY'
-import json, os, re, sys, time, urllib.error, urllib.request
+import glob, json, os, re, sys, time, urllib.error, urllib.request
 
 def cut(text, n):
     """The first n bytes of text, cut at a UTF-8 boundary (as microspec-bench-prompts does)."""
@@ -199,7 +206,7 @@ def cluster(url, prompts, max_new, turns, chat, stats_out):
 
 TIMES = ("draft_backbone_s", "draft_head_s", "vocab_s", "verify_s")
 
-def collect(manifest, stats, config, dataset, dst):
+def collect(manifest, stats, config, dataset, dst, pas="1"):
     """One result line per timed question: manifest columns + the statistics summed over its turns."""
     man = {}
     for l in open(manifest):
@@ -217,8 +224,8 @@ def collect(manifest, stats, config, dataset, dst):
             if warm:
                 continue
             ts = per_q[i]
-            r = {"config": config, "dataset": dataset, "category": cat, "source_category": src, "question_id": qid,
-                 "turns": len(ts)}
+            r = {"config": config, "dataset": dataset, "pass": int(pas), "category": cat, "source_category": src,
+                 "question_id": qid, "turns": len(ts)}
             for k in ("prompt_tokens", "new_tokens", "rounds", "spec_rounds", "wall_s", "prefill_s"):
                 r[k] = sum(t.get(k, 0) for t in ts)
             r["tokens_per_s"] = round(r["new_tokens"] / r["wall_s"], 3) if r["wall_s"] > 0 else 0
@@ -263,7 +270,9 @@ def summarize(results, configs_tsv, dst):
             rounds = sum(q["rounds"] for q in qs)
             sr = sum(q["spec_rounds"] for q in qs)
             nt = sum(q["new_tokens"] for q in qs)
-            s = {"config": c, "category": k, "questions": len(qs), "second_turns": sum(q["turns"] > 1 for q in qs),
+            npass = len({q.get("pass", 1) for q in qs})  # --repeat: each question once per pass
+            s = {"config": c, "category": k, "questions": len({q["question_id"] for q in qs}), "passes": npass,
+                 "second_turns": sum(q["turns"] > 1 for q in qs) // npass,
                  "new_tokens": nt, "wall_s": round(sum(q["wall_s"] for q in qs), 6),
                  "tokens_per_s": round(sum(q["tokens_per_s"] for q in qs) / len(qs), 3),
                  "accepted_length": round(sum(q["emitted"] for q in qs) / rounds, 4) if rounds else 0,
@@ -324,9 +333,13 @@ def lossless(logs, configs_tsv, dst):
                 if sampling or not (os.path.exists(mine) and os.path.exists(ref)):
                     f.write("%s\t%s\t0\t-\tnot checked (%s)\n" % (name, ds, "sampling" if sampling else "no ids"))
                     continue
-                a, b = ids_of(mine), ids_of(ref)
-                keys = sorted(set(a) & set(b))
-                diff = [k for k in keys if a[k] != b[k]]
+                b, keys, diff = ids_of(ref), [], []
+                # --repeat: a later pass's ids too (mine with -passN)
+                for path in [mine] + sorted(glob.glob(os.path.join(logs, "ids-%s-%s-pass*.jsonl" % (i, short)))):
+                    a = ids_of(path)
+                    ks = sorted(set(a) & set(b))
+                    keys += ks
+                    diff += [k for k in ks if a[k] != b[k]]
                 bad += len(diff)
                 f.write("%s\t%s\t%d\t%d\t%s\n" % (name, ds, len(keys), len(diff), "%s" % (diff[0],) if diff else "-"))
     print(bad)
@@ -514,7 +527,7 @@ datasets=(sb he)
 declare -A dsname=([sb]=spec_bench [he]=human_eval) maxnew=([sb]=$max_sb [he]=$max_he)
 total=0 n_run=0
 for i in "${!names[@]}"; do [ "${status[$i]}" = run ] && n_run=$((n_run + 1)); done
-for ds in "${datasets[@]}"; do total=$(( total + $(wc -l <"$work/$ds.tsv") * n_run )); done
+for ds in "${datasets[@]}"; do total=$(( total + $(wc -l <"$work/$ds.tsv") * n_run * repeat )); done
 
 # progress bar: questions done (warm-up included) over all runs
 done_q=0
@@ -588,13 +601,20 @@ cluster_stop() {
 # ---------------------------------------------------------------- the runs
 t_start=$(date +%s.%N)
 # --resume: the (configuration, dataset) pairs already in results.jsonl are not run again
-have() { [ "$resume" = 1 ] && grep -qF "\"config\": $(py json-str "$1"), \"dataset\": \"$2\"" "$out/results.jsonl"; }
+have() { [ "$resume" = 1 ] && grep -F "\"config\": $(py json-str "$1"), \"dataset\": \"$2\"" "$out/results.jsonl" |
+  grep -qF "\"pass\": $pass,"; }
 if [ "$resume" = 1 ] && [ -s "$out/results.jsonl" ]; then
   echo "microspec_bench: resuming: $(wc -l <"$out/results.jsonl") result line(s) kept" >&2
 else
   : >"$out/results.jsonl"
 fi
-for i in "${!names[@]}"; do
+for ((pass = 1; pass <= repeat; pass++)); do
+order=("${!names[@]}")
+if [ $((pass % 2)) = 0 ]; then # even passes run the list backwards
+  for ((j = 0, k = ${#order[@]} - 1; j < k; j++, k--)); do t=${order[j]} order[j]=${order[k]} order[k]=$t; done
+fi
+sfx=""; [ "$pass" = 1 ] || sfx=-pass$pass # a later pass's logs and ids beside the first's
+for i in "${order[@]}"; do
   [ "${status[$i]}" = run ] || continue
   name=${names[$i]}
   todo=0
@@ -605,7 +625,7 @@ for i in "${!names[@]}"; do
   fi
   [ "${places[$i]}" = single ] || cluster_start "$i" "$out/logs/$((i + 1))-cluster.log"
   for ds in "${datasets[@]}"; do
-    nq=$(wc -l <"$work/$ds.tsv") stats=$work/stats-$i-$ds.jsonl log=$out/logs/$((i + 1))-$ds.log
+    nq=$(wc -l <"$work/$ds.tsv") stats=$work/stats-$i-$ds$sfx.jsonl log=$out/logs/$((i + 1))-$ds$sfx.log
     if have "$name" "${dsname[$ds]}"; then done_q=$(( done_q + nq )); continue; fi
     : >"$stats"
     if [ "${places[$i]}" = cluster ]; then
@@ -614,7 +634,7 @@ for i in "${!names[@]}"; do
     else
       dv=(); [ "${devs[$i]}" = cpu ] || [[ " ${flags[$i]} " == *" --device "* ]] || dv=(--device "${devs[$i]}")
       # shellcheck disable=SC2086 # the flags are words
-      ids=(); gen_has --ids-out && ids=(--ids-out "$out/logs/ids-$((i + 1))-$ds.jsonl")
+      ids=(); gen_has --ids-out && ids=(--ids-out "$out/logs/ids-$((i + 1))-$ds$sfx.jsonl")
       "$T/microspec-generate" --model "$model" $chat --prompts-jsonl "$work/$ds.jsonl" -n "${maxnew[$ds]}" --quiet \
         "${gen_turns[@]}" "${dv[@]}" "${ids[@]}" --stats-out "$stats" ${flags[$i]} >"$log" 2>"$log.err" &
     fi
@@ -626,11 +646,12 @@ for i in "${!names[@]}"; do
     wait "$pid" || { echo >&2; tail -20 "$log.err" >&2; die "config '$name' on ${dsname[$ds]} failed (log: $log.err)"; }
     done_q=$(( done_q + nq ))
     bar $done_q "$name, ${dsname[$ds]}"
-    py collect "$work/$ds.tsv" "$stats" "$name" "${dsname[$ds]}" "$out/results.jsonl"
+    py collect "$work/$ds.tsv" "$stats" "$name" "${dsname[$ds]}" "$out/results.jsonl" "$pass"
     skipped=$(grep -c 'no room\|skipped' "$log.err" || true)
     [ "$skipped" = 0 ] || echo -e "\nmicrospec_bench: $name, ${dsname[$ds]}: $skipped prompt(s) or turn(s) too long for the context, skipped" >&2
   done
   [ "${places[$i]}" = single ] || cluster_stop
+done
 done
 t_end=$(date +%s.%N)
 echo >&2
@@ -655,7 +676,7 @@ gpu=$( (nvidia-smi -L 2>/dev/null || true) | head -1 | sed 's/ (UUID.*//')
   echo "commit: $commit"
   echo "command: ${MS_BUILD_DIR:+MS_BUILD_DIR=$MS_BUILD_DIR }${MS_SHARED_DIR:+MS_SHARED_DIR=$MS_SHARED_DIR }tools/microspec_bench.sh ${argv[*]}"
   echo "model: $model"
-  echo "protocol: greedy; max new tokens $max_sb (Spec-Bench) / $max_he (HumanEval) per turn; ${per_cat:-all} question(s) per category (Spec-Bench: of the evaluation split, the first three quarters of each source category); first question 3x untimed; prompts $([ -n "$chat" ] && echo "through the chat template" || echo "encoded raw (no chat template)")$([ "$max_chars" != 0 ] && echo ", each turn cut to $max_chars bytes"); $turns_note; threads as each configuration's flags say (--threads; default all cores)"
+  echo "protocol: greedy; max new tokens $max_sb (Spec-Bench) / $max_he (HumanEval) per turn; ${per_cat:-all} question(s) per category (Spec-Bench: of the evaluation split, the first three quarters of each source category); first question 3x untimed;$([ "$repeat" = 1 ] || echo " $repeat passes over the configurations, every other one in reverse order, each question's lines averaged over them;") prompts $([ -n "$chat" ] && echo "through the chat template" || echo "encoded raw (no chat template)")$([ "$max_chars" != 0 ] && echo ", each turn cut to $max_chars bytes"); $turns_note; threads as each configuration's flags say (--threads; default all cores)"
   echo "runtime: $(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.1f", b - a }') s"
 } >"$out/meta.txt"
 echo "microspec_bench: wrote $out/results.jsonl, $out/summary.jsonl" >&2
