@@ -28,7 +28,8 @@ set(MS_ITESTS
     cluster_restart 180
     cluster_probe 180
     cluster_front 180
-    cluster_slurm 180)
+    cluster_slurm 180
+    readme_pairs 180)
 while(MS_ITESTS)
   list(POP_FRONT MS_ITESTS name timeout)
   string(REGEX REPLACE "^cluster_equiv_.*" "cluster_equiv" script ${name})
