@@ -9,7 +9,8 @@
 # not collide. Each component's CPUs come from the config (target.threads,
 # draft.threads; 0 leaves Slurm's default) and a component on cuda:N asks for
 # one GPU; SBATCH OPTIONS after -- go to both components.
-# Job ids go to ${MS_SLURM_DIR:-build/slurm}/pairs.jobs (stop them all with
+# The batch output goes to ${MS_SLURM_DIR:-build/slurm}/slurm-JOBID.out, the job
+# ids to ${MS_SLURM_DIR:-build/slurm}/pairs.jobs (stop them all with
 # `scancel $(cat build/slurm/pairs.jobs)`); with --wait, the URLs of the pairs
 # that came up within SECONDS go to stdout and to .../pairs.urls (the list
 # cluster/front/nginx-front.sh reads), and a pair that did not is an error.
@@ -51,12 +52,14 @@ component() {
   case "$3" in cuda*) out+=(--gpus=1) ;; esac
   out+=("${extra[@]}")
 }
+dir=${MS_SLURM_DIR:-$root/build/slurm}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
 c0=() c1=()
 component c0 "${v[1]}" "${v[3]}"
 component c1 "${v[2]}" "${v[4]}"
-
-dir=${MS_SLURM_DIR:-$root/build/slurm}
-mkdir -p "$dir"
+# The batch script's own output beside the job folders (an -o among OPTIONS wins).
+c0=("--output=$dir/slurm-%j.out" "${c0[@]}")
 : >"$dir/pairs.jobs"
 rm -f "$dir/pairs.urls"
 jobs=()
@@ -78,7 +81,7 @@ for id in "${jobs[@]}"; do
     [ -n "$(squeue -h -j "$id" -o %i 2>/dev/null)" ] || break
     sleep 0.5
   done
-  [ -s "$dir/$id/url" ] || { echo "$me: job $id did not come up (see $dir/$id/*.log and its slurm-$id.out)" >&2; exit 1; }
+  [ -s "$dir/$id/url" ] || { echo "$me: job $id did not come up (see $dir/slurm-$id.out, $dir/$id/*.log)" >&2; exit 1; }
   urls+=("$(cat "$dir/$id/url")")
 done
 printf '%s\n' "${urls[@]}" | tee "$dir/pairs.urls"
