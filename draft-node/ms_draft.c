@@ -79,7 +79,7 @@ struct ms_dft {
 ms_dft_opts ms_dft_opts_default(void) {
     return (ms_dft_opts){.kind = MS_DRAFT_LM, .layers = 1, .vocab = MS_VOCAB_DYNAMIC, .w_max = 3072,
                          .tree = ms_tree_params_default(), .ngram_p = ms_ngram_params_default(),
-                         .specvocab_k = 1024, .budget_decay = 1.0, .dynaspec_decay = 1.0};
+                         .specvocab_k = 1024, .budget_decay = 1.0, .dynaspec_decay = 1.0, .prompt_max = 128};
 }
 
 const char *ms_draft_kind_name(ms_draft_kind k) {
@@ -571,16 +571,14 @@ static ms_status expand(void *ctx, const int32_t *tokens, const int32_t *depth, 
 
 /* ---- the port ------------------------------------------------------------ */
 
-/* The prompt rows an lm draft commits: the last PROMPT_MAX. Its prefill is
- * paid before the first tree and on a CPU costs about a third of a draft
- * decode step per row (~7 ms a row for the 0.5B on AVX2, a 1.5B target step
- * every 5 rows): a 700-token RAG or summarisation prompt cost 5-8 s, more than
- * the whole answer's speculation could win. Drafting a continuation needs
- * the recent context; copies from further back are the n-gram source's job
- * and every prompt id still feeds the MicroSpec window. A shorter context
- * for the draft lowers acceptance, never changes output. Eagle pairs each
- * row with a target feature and keeps the whole prompt. */
-#define PROMPT_MAX 128
+/* The prompt rows an lm draft commits: the last o.prompt_max (128 by
+ * default). Its prefill is paid before the first tree and on a CPU costs
+ * about a third of a draft decode step per row (~7 ms a row for the 0.5B on
+ * AVX2, a 1.5B target step every 5 rows): a 700-token RAG or summarisation
+ * prompt cost 5-8 s, more than the whole answer's speculation could win.
+ * Drafting a continuation needs the recent context; copies from further back
+ * are the n-gram source's job and every prompt id still feeds the MicroSpec
+ * window. Eagle pairs each row with a target feature and keeps them all. */
 
 static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     ms_dft *d = ctx;
@@ -614,8 +612,8 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
         memcpy(d->pend_feat, m->features, (size_t)(m->n_prompt * d->d) * sizeof(float));
         d->pending.n = m->n_prompt;
     } else {
-        /* a long prompt: the model reads its last PROMPT_MAX tokens only */
-        const int64_t from = m->n_prompt > PROMPT_MAX ? m->n_prompt - PROMPT_MAX : 0;
+        const int64_t pm = d->o.prompt_max; /* a long prompt: the model reads its last pm tokens only */
+        const int64_t from = pm > 0 && m->n_prompt > pm ? m->n_prompt - pm : 0;
         memcpy(d->pending.v, m->prompt + from, (size_t)(m->n_prompt - from) * sizeof(int32_t));
         d->pending.v[m->n_prompt - from] = m->root;
         d->pending.n = m->n_prompt - from + 1;

@@ -382,7 +382,7 @@ static void random_group(const char *tmp, const random_arch *ra, uint64_t seed, 
         ms_rng rng;
         ms_rng_seed(&rng, seed);
         for (int64_t i = 0; i < n_prompts && s >= 0; i++) {
-            /* every fifth longer than the 128 prompt rows an lm draft commits (ms_draft.c PROMPT_MAX) */
+            /* every fifth longer than the 128 prompt rows an lm draft reads (ms_dft_opts.prompt_max) */
             int64_t len = i % 5 == 4 ? 129 + (int64_t)(ms_rng_u64(&rng) % 100) : 1 + (int64_t)(ms_rng_u64(&rng) % 40);
             for (int64_t k = 0; k < len && s >= 0; k++)
                 s = ms_ids_push(&g.prompts[i], (int32_t)(ms_rng_u64(&rng) % (uint64_t)ra->V));

@@ -377,6 +377,7 @@ static void kv_part(const char *tdir, ms_tree_params shape, uint64_t seed) {
     o.model_dir = tdir;
     o.vocab = MS_VOCAB_FULL;
     o.tree = shape;
+    o.prompt_max = 0; /* the fresh draft reads the whole history, as the one it is compared with */
     ms_dft *d = NULL, *fresh = NULL;
     ms_status s = ms_dft_new(&o, &d);
     if (s >= 0) s = ms_dft_new(&o, &fresh);
