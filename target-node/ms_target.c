@@ -393,7 +393,16 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     ms_rng_seed(&rng, p->seed);
     emitter em = {.p = p, .cb = cb, .cb_ctx = cb_ctx, .stats = st};
     const bool want_feats = draft && draft->wants_features;
-    const bool all_rows = draft && (want_feats || !draft->no_topk_pre); /* the prefill's every row is wanted */
+    const bool gated = draft && p->cost_policy && !draft->model_free; /* ms_gate: whether the model runs */
+    if (gated && draft->free_part) ms_gate_start_closed(&t->gate);
+    bool skip_model = gated && t->gate.next; /* the tree being drafted goes without the model */
+    /* Every prompt row's logits (the LM head over the whole prompt, 5-20 %
+     * of a prefill) only for a draft that reads them: eagle's features, a
+     * MicroSpec window's top-K_pre. A request that starts with the gate
+     * closed (the model did not pay in the last rounds) gets no top-K_pre:
+     * if its model runs later, the window starts from the prompt's ids and
+     * fills from the rounds' top-K_ver; the output is the same either way. */
+    const bool all_rows = draft && (want_feats || (!draft->no_topk_pre && !skip_model));
     const int64_t k_pre = all_rows ? p->k_pre : 0;
     int32_t *topk_pre = NULL;
     float *feats = NULL, *root_logits = t->logits + (MS_TREE_MAX - 1) * V;
@@ -421,10 +430,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
     if (p->max_new_tokens <= 0) em.done = true;
     else emit(&em, &root, 1);
 
-    const bool gated = draft && p->cost_policy && !draft->model_free; /* ms_gate: whether the model runs */
-    if (gated && draft->free_part) ms_gate_start_closed(&t->gate);
-    bool skip_model = gated && t->gate.next; /* the tree being drafted goes without the model */
-    bool catchup = true;                     /* the next model round commits what waited (the prompt first) */
+    bool catchup = true; /* the next model round commits what waited (the prompt first) */
     if (draft && !em.done) {
         ms_msg_begin b = {.request_id = rid, .prompt = prompt, .n_prompt = n, .topk_pre = topk_pre,
                           .k_pre = k_pre, .root = root, .features = feats, .feat_dim = want_feats ? t->d : 0,
