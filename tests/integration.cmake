@@ -58,7 +58,7 @@ set_tests_properties(test_proc_guard PROPERTIES LABELS integration TIMEOUT 120
 # Issue 34 point 3: the Kubernetes layouts of cluster/k8s/ against the schemas
 # (PyPI kubernetes-validate), their references and configs; broken copies fail.
 add_test(NAME test_k8s_manifests COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_k8s_manifests.sh ${CMAKE_BINARY_DIR})
-set_tests_properties(test_k8s_manifests PROPERTIES LABELS integration TIMEOUT 120 SKIP_RETURN_CODE 77)
+set_tests_properties(test_k8s_manifests PROPERTIES LABELS integration TIMEOUT 180 SKIP_RETURN_CODE 77)
 # Both nodes are single-threaded; two clusters at once on a 2-core machine
 # already share the cores. ctest -j N runs them side by side (unique ports).
 

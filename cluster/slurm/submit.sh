@@ -6,7 +6,7 @@
 #
 # Pair i (0..N-1) serves HTTP on P+i (default P: http.port) and links on
 # link port+i (pair.sbatch's default otherwise), so pairs sharing a node do
-# not collide. Each component's CPUs come from the config (target.threads,
+# not collide; a comma-separated list (--port 8090,8093) gives each pair's own. Each component's CPUs come from the config (target.threads,
 # draft.threads; 0 leaves Slurm's default) and a component on cuda:N asks for
 # one GPU; SBATCH OPTIONS after -- go to both components.
 # The batch output goes to ${MS_SLURM_DIR:-build/slurm}/slurm-JOBID.out, the job
@@ -56,6 +56,15 @@ dir=${MS_SLURM_DIR:-$root/build/slurm}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 c0=() c1=()
+# port_of LIST I — the I-th port: LIST's I-th entry, or LIST + I for one number
+port_of() {
+  local list=() p
+  IFS=, read -r -a list <<<"$1"
+  if [ ${#list[@]} -gt 1 ]; then p=${list[$2]:-}; else p=$(($1 + $2)); fi
+  [[ "$p" =~ ^[0-9]+$ ]] || { echo "$me: the port list $1 has no entry for pair $2" >&2; exit 2; }
+  echo "$p"
+}
+for ((i = 0; i < n; i++)); do port_of "$port" "$i" >/dev/null && port_of "$link_port" "$i" >/dev/null; done
 component c0 "${v[1]}" "${v[3]}"
 component c1 "${v[2]}" "${v[4]}"
 # The batch script's own output beside the job folders (an -o among OPTIONS wins).
@@ -64,12 +73,13 @@ c0=("--output=$dir/slurm-%j.out" "${c0[@]}")
 rm -f "$dir/pairs.urls"
 jobs=()
 for ((i = 0; i < n; i++)); do
+  p=$(port_of "$port" "$i")
   id=$(cd "$root" && sbatch --parsable --job-name="microspec-pair-$i" "${c0[@]}" : "${c1[@]}" \
-         cluster/slurm/pair.sbatch "$config" --port $((port + i)) --link-port $((link_port + i)))
+         cluster/slurm/pair.sbatch "$config" --port "$p" --link-port "$(port_of "$link_port" "$i")")
   id=${id%%;*}
   jobs+=("$id")
   echo "$id" >>"$dir/pairs.jobs"
-  echo "$me: pair $i: job $id (HTTP port $((port + i)))" >&2
+  echo "$me: pair $i: job $id (HTTP port $p)" >&2
 done
 [ -n "$wait_s" ] || exit 0
 

@@ -30,8 +30,15 @@ job_gone() {
   while [ -n "$(squeue -h -j "$1" -o %i 2>/dev/null)" ] && [ $SECONDS -lt $deadline ]; do sleep 0.25; done
   [ -z "$(squeue -h -j "$1" -o %i 2>/dev/null)" ]
 }
-# left PATTERN — processes whose command line holds PATTERN (nodes, steps, srun)
-left() { pgrep -af -- "$1" | grep -v pgrep || true; }
+# left PATTERN — this test's processes (by its MS_TEST_TAG: another test's
+# private Slurm may run a job of the same id) whose command line holds PATTERN
+left() {
+  local pid line
+  while read -r pid line; do
+    grep -qzx -- "MS_TEST_TAG=$MS_TEST_TAG" "/proc/$pid/environ" 2>/dev/null && echo "$pid $line"
+  done < <(pgrep -af -- "$1" | grep -v pgrep)
+  return 0
+}
 # ask URL LABEL — /v1/completions with the prompt, text compared with the reference
 ask() {
   printf '{"prompt":"Once upon a time","max_tokens":32,"temperature":0}' >"$WORK/req.json"
@@ -67,12 +74,10 @@ for _ in $(seq 1 40); do [ -z "$(left "$S/jobs/$id/")" ] && break; sleep 0.25; d
 grep -q 'stopping' "$S/jobs/$id/target.log" || it_fail "job $id: the target did not log a clean stop (SIGTERM)"
 
 # ---- (2) two pairs: the loop form, their URL list ------------------------------------------------
-base=$(it_port) lbase=$(it_port)
-for p in $((base + 1)) $((lbase + 1)); do # the second pair's ports must be free too
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || it_skip "port $p (next to a free one) is busy; rerun"
-done
-MS_BUILD_DIR=$MS_BUILD_DIR bash "$MS_SOURCE_DIR/cluster/slurm/submit.sh" "$WORK/pair.cfg" -n 2 --port "$base" \
-  --link-port "$lbase" --wait 100 -- -o "$WORK/job-%j.log" >"$WORK/urls.txt" 2>"$WORK/submit.log" ||
+# Each pair's ports from the port helper (P, P+1 may be another test's).
+ports=$(it_port),$(it_port) lports=$(it_port),$(it_port)
+MS_BUILD_DIR=$MS_BUILD_DIR bash "$MS_SOURCE_DIR/cluster/slurm/submit.sh" "$WORK/pair.cfg" -n 2 --port "$ports" \
+  --link-port "$lports" --wait 100 -- -o "$WORK/job-%j.log" >"$WORK/urls.txt" 2>"$WORK/submit.log" ||
   it_fail "submit.sh -n 2: $(cat "$WORK/submit.log")"
 [ "$(wc -l <"$WORK/urls.txt")" = 2 ] || it_fail "submit.sh listed $(wc -l <"$WORK/urls.txt") URLs: $(cat "$WORK/urls.txt")"
 cmp -s "$WORK/urls.txt" "$S/jobs/pairs.urls" || it_fail "submit.sh's stdout and pairs.urls differ"

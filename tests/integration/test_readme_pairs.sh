@@ -5,7 +5,8 @@
 # private Slurm of tests/integration/slurm.sh (SLURM_CONF) with nginx. Only
 # places change: build/release/ → the build, build/models and build/slurm →
 # this test's folder, cpu-one-box.cfg → a copy whose model and ports are this
-# test's, the fixed ports 8090 and 8000 → free ones, and nginx's workers keep
+# test's, the fixed ports 8090 and 8000 → free ones (two pairs: a list of
+# ports for HTTP and for the link, submit.sh's form), and nginx's workers keep
 # the test's tag (--env MS_TEST_TAG, so none can outlive it). Every command
 # must exit 0; the front's answer must be the single-process text, and nothing
 # may run after the block (its scancel and --stop).
@@ -27,10 +28,9 @@ grep -q 'sbatch\|submit.sh' "$WORK/block.sh" && grep -q 'nginx-front.sh' "$WORK/
   it_die "the block runs no Slurm job or no front"
 
 # The config as the README names it, with this test's model folder and ports.
-http_port=$(it_port) link_port=$(it_port) front=$(it_port) base=$(it_port)
-for p in $((base + 1)) $((link_port + 1)); do
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || it_skip "port $p (next to a free one) is busy; rerun"
-done
+http_port=$(it_port) link_port=$(it_port) front=$(it_port)
+# The two pairs' ports from the port helper (P, P+1 may be another test's).
+ports=$(it_port),$(it_port) lports=$(it_port),$(it_port)
 sed -e "s#\"../../build/models/stories260k\"#\"$WORK/models/stories260k\"#" \
     -e "s#tcp://127.0.0.1:5757#tcp://127.0.0.1:$link_port#" -e "s#^\(  port = \)8080;#\1$http_port;#" \
     "$MS_SOURCE_DIR/cluster/configs/cpu-one-box.cfg" >"$WORK/cpu-one-box.cfg"
@@ -42,7 +42,7 @@ mkdir -p "$WORK/models"
   echo 'set -x'
   sed -e "s#build/release/#$MS_BUILD_DIR/#g" -e "s#build/models/#$WORK/models/#g" -e "s#build/slurm#$MS_SLURM_DIR#g" \
       -e "s#cluster/configs/cpu-one-box.cfg#$WORK/cpu-one-box.cfg#g" -e "s#\.\./shared#$MS_SHARED_DIR#g" \
-      -e "s#--port 8090#--port $base#g" -e "s#8000#$front#g" -e "s#--start#--env MS_TEST_TAG --start#" "$WORK/block.sh"
+      -e "s#--port 8090#--port $ports --link-port $lports#g" -e "s#8000#$front#g" -e "s#--start#--env MS_TEST_TAG --start#" "$WORK/block.sh"
 } >"$WORK/run.sh"
 it_log "running README.md's 'Many pairs' block ($(grep -vc '^#\|^$' "$WORK/block.sh") lines)"
 if ! (cd "$MS_SOURCE_DIR" && MS_BUILD_DIR=$MS_BUILD_DIR timeout 160 bash "$WORK/run.sh" >"$WORK/stdout" 2>"$WORK/block.log"); then
