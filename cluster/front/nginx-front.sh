@@ -4,7 +4,7 @@
 # with --start runs nginx on it.
 #
 #   cluster/front/nginx-front.sh --pairs FILE [--port P] [--listen ADDR] [--out DIR]
-#                                [--token T] [--upstream-token U] [--max-conns N] [--env NAME]...
+#                                [--token T] [--upstream-token U] [--max-conns N] [--fail-timeout S] [--env NAME]...
 #                                [--start|--foreground]
 #   cluster/front/nginx-front.sh --stop [--out DIR]
 #
@@ -13,7 +13,7 @@
 # What the front does:
 #   least_conn      a request goes to the pair with the fewest open requests
 #   passive health  a pair that refuses or drops a connection is out for 10 s
-#                   (max_fails=1 fail_timeout=10s), then tried again
+#                   (max_fails=1 fail_timeout=10s; --fail-timeout), then tried again
 #   retries         a request that got no response byte yet (connection refused
 #                   or reset, the pair died) goes to the next pair, POST included
 #                   (proxy_next_upstream ... non_idempotent); a pair's own 503
@@ -34,7 +34,7 @@ set -euo pipefail
 me="nginx-front.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-envs=() pairs="" port=8000 listen=127.0.0.1 out=${MS_FRONT_DIR:-$root/build/front} token="" up_token="" max_conns=512 action=""
+envs=() pairs="" port=8000 listen=127.0.0.1 out=${MS_FRONT_DIR:-$root/build/front} token="" up_token="" max_conns=512 fail_timeout=10 action=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --pairs) pairs=$2; shift 2 ;;
@@ -44,6 +44,7 @@ while [ $# -gt 0 ]; do
     --token) token=$2; shift 2 ;;
     --upstream-token) up_token=$2; shift 2 ;;
     --max-conns) max_conns=$2; shift 2 ;;
+    --fail-timeout) fail_timeout=$2; shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
     --start|--foreground|--stop) action=${1#--}; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -63,6 +64,7 @@ fi
 [ -f "$pairs" ] || { echo "$me: $pairs: no such file" >&2; exit 2; }
 [[ "$port" =~ ^[0-9]+$ ]] || { echo "$me: --port takes a number" >&2; exit 2; }
 [[ "$max_conns" =~ ^[1-9][0-9]*$ ]] || { echo "$me: --max-conns takes a positive number" >&2; exit 2; }
+[[ "$fail_timeout" =~ ^[1-9][0-9]*$ ]] || { echo "$me: --fail-timeout takes a positive number of seconds" >&2; exit 2; }
 for e in "${envs[@]}"; do
   [[ "$e" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || { echo "$me: --env takes a variable name" >&2; exit 2; }
 done
@@ -105,7 +107,7 @@ http {
   upstream microspec_pairs {
     least_conn;
 EOF
-  for s in "${servers[@]}"; do echo "    server $s max_fails=1 fail_timeout=10s;"; done
+  for s in "${servers[@]}"; do echo "    server $s max_fails=1 fail_timeout=${fail_timeout}s;"; done
   cat <<EOF
     keepalive 32;
   }

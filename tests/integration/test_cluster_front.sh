@@ -5,7 +5,8 @@
 # single-process run gives for its prompt, and both pairs answered some.
 # (b) 100 more with pair A's target killed (SIGKILL) after 30 have finished:
 # every request that had not received a first byte at the kill is answered
-# (nginx resends it to pair B), none fails otherwise. (c) Beyond its connection
+# (nginx resends it to pair B), none fails otherwise. (b2) Pair A restarted:
+# past the front's fail_timeout both pairs answer again. (c) Beyond its connection
 # limit the front answers 503, not a reset; --token is checked at the front.
 source "$(dirname "$0")/lib.sh"
 it_init front
@@ -67,7 +68,7 @@ code=$(curl -s -o "$WORK/tok.json" -w '%{http_code}' -m 30 -H 'Authorization: Be
 stop_front
 
 # ---- (a) 200 requests, 20 at a time ---------------------------------------------------------
-start_front
+start_front --fail-timeout 2
 it_log "(a) 200 requests, 20 concurrent, through http://127.0.0.1:$front"
 python3 "$load" "http://127.0.0.1:$front" "$WORK/refs.json" 200 20 "$WORK/a.json" || it_fail "(a) the clients failed"
 python3 "$load" check "$WORK/a.json" "$pa" "$pb" | tee "$WORK/a.txt" | sed 's/^/  /'
@@ -80,6 +81,15 @@ python3 "$load" "http://127.0.0.1:$front" "$WORK/refs.json" 100 20 "$WORK/b.json
 python3 "$load" check "$WORK/b.json" "$pa" "$pb" "$pa" | tee "$WORK/b.txt" | sed 's/^/  /'
 [ "${PIPESTATUS[0]}" = 0 ] || it_fail "(b) a request without a first byte at the kill was lost"
 ! kill -0 "$target_a" 2>/dev/null || it_fail "(b) pair A's target still runs"
+
+# ---- (b2) pair A back: the front tries it again after fail_timeout -----------------------
+it_start_target "$WORK/a.cfg" "$WORK/a2-target.log"
+it_wait_health "http://127.0.0.1:$port_a" '"status":"ok"' 60 || it_die "(b2) pair A's target did not restart"
+sleep 3 # past the front's fail_timeout of 2 s (the one wait on a clock: nginx's own timer)
+it_log "(b2) pair A restarted; 60 requests, 20 concurrent"
+python3 "$load" "http://127.0.0.1:$front" "$WORK/refs.json" 60 20 "$WORK/b2.json" || it_fail "(b2) the clients failed"
+python3 "$load" check "$WORK/b2.json" "$pa" "$pb" | tee "$WORK/b2.txt" | sed 's/^/  /'
+[ "${PIPESTATUS[0]}" = 0 ] || it_fail "(b2) the restarted pair A was not taken back (or a request failed)"
 stop_front
 
 # ---- (c) overload: more clients than the front admits → 503, never a reset ----------
