@@ -149,10 +149,14 @@ int64_t ms_policy_prune(const ms_tree *in, const ms_cost *c, ms_tree *out, int32
 
 #define GATE_DECAY 0.9
 #define GATE_WARM 5
-#define GATE_PROBE 4
+#define GATE_PROBE 3
 #define GATE_MARGIN 0.95 /* the model keeps running unless clearly behind (timing noise) */
-#define GATE_BACKOFF_MIN 16
-#define GATE_BACKOFF_MAX 128
+/* A probe costs ~2 plain steps a round (its catch-up, the draft chain, a
+ * wider verify): at 4 rounds every 16-128 a 256-token math answer paid 7-12 %
+ * for probes of a 0.5B draft that never paid on the AVX2 path. Up to 512
+ * rounds apart, a workload where the model loses pays ~1 %. */
+#define GATE_BACKOFF_MIN 32
+#define GATE_BACKOFF_MAX 512
 
 void ms_gate_init(ms_gate *g) {
     memset(g, 0, sizeof *g);
@@ -192,6 +196,10 @@ static bool gate_decide(ms_gate *g, double c1) {
     }
     if (g->prev_skipped) { /* a run without the model is over: probe it for GATE_PROBE rounds */
         g->probe_left = GATE_PROBE - 1;
+        /* judged on its own rounds: blended with the rounds that closed the
+         * gate (decay 0.9 a round), a 3-round probe could not show a model
+         * that had come to win, and the gate stayed shut for another backoff */
+        g->m_tok = g->m_s = 0.0;
         return false;
     }
     if (g->probe_left > 0) {

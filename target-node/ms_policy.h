@@ -62,9 +62,9 @@ int64_t ms_policy_prune(const ms_tree *in, const ms_cost *c, ms_tree *out, int32
  * time + verify, each a decayed sum (weight 0.9 per round of its kind).
  * When the model's rate falls below 0.95 of the other's (after 5 model rounds; with
  * no round without it yet, against a plain step, 1 / c(1)), the next
- * `backoff` rounds go without the model (ms_msg_verify.skip_model), then 4
- * rounds probe it again; a probe that still loses doubles the backoff (16 up
- * to 128 rounds), one that wins resets it. A model-free draft (ms_draft_port
+ * `backoff` rounds go without the model (ms_msg_verify.skip_model), then 3
+ * rounds probe it again; a probe that still loses doubles the backoff (32 up
+ * to 512 rounds), one that wins resets it. A model-free draft (ms_draft_port
  * .model_free) is not gated. The gate outlives a request (ms_tgt
  * keeps it): a request starts as the last one ended, so where the model does
  * not pay a new request does not prefill it (ms_msg_begin.skip_model). The

@@ -15,7 +15,10 @@
  *     loads back the same costs);
  *   - ms_policy_prune: the kept set's ratio (1 + Σ P) / c(k + 1) equals the
  *     best over every prefix-closed subset (enumerated) on small random
- *     trees, the kept tree is valid and maps onto the original. */
+ *     trees, the kept tree is valid and maps onto the original;
+ *   - the draft-model gate: with a model that loses, it runs <= 2 % of the
+ *     rounds (probes included); with one that wins, nearly all; a turn from
+ *     one to the other is followed within the longest backoff. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -424,6 +427,58 @@ static void test_prune(void) {
             (long long)pruned_some, (long long)plain);
 }
 
+/* The draft-model gate (ms_gate, ms_policy.h) driven as ms_tgt_generate
+ * drives it, with rounds whose tokens and times depend on the model: where
+ * the model loses its rounds must stay rare (probes included), where it wins
+ * it must run nearly always, and a workload that turns must be followed. */
+typedef struct {
+    double m_tok, m_s; /* a round with the model: tokens, seconds (draft + verify) */
+} gate_world;
+
+/* Runs n rounds; returns those made with the model. */
+static int64_t gate_run(ms_gate *g, gate_world w, int64_t n, int64_t *first_model) {
+    int64_t with_model = 0;
+    bool skip = g->next, prev_skip = true;
+    *first_model = -1;
+    for (int64_t r = 0; r < n; r++) {
+        const bool catchup = !skip && prev_skip;
+        if (skip) ms_gate_observe(g, true, false, 1, 0.0, 1.0); /* a plain step: 1 token, c(1) = 1 s */
+        else ms_gate_observe(g, false, catchup, (int64_t)w.m_tok, w.m_s - 1.0, 1.0);
+        if (!skip) {
+            with_model++;
+            if (*first_model < 0) *first_model = r;
+        }
+        prev_skip = skip;
+        skip = ms_gate_next(g, 1.0);
+    }
+    return with_model;
+}
+
+static void test_gate(void) {
+    const gate_world loses = {1.0, 2.0}, wins = {3.0, 1.5};
+    int64_t first;
+    ms_gate g;
+    ms_gate_init(&g);
+    int64_t m = gate_run(&g, loses, 4000, &first);
+    const int64_t m_losing = m;
+    CHECK(first == 0, "an open gate runs the model at once");
+    CHECK(m * 100 <= 4000 * 2 && m >= 3 * 5, "a model that loses: %lld of 4000 rounds with it (<= 2 %%, probes go on)",
+          (long long)m);
+    m = gate_run(&g, wins, 2000, &first);
+    CHECK(first >= 0 && first <= 512 + 3, "the model that came to win runs again from round %lld (<= 515)",
+          (long long)first);
+    CHECK(m >= 2000 - 515, "then it keeps running: %lld of 2000 rounds", (long long)m);
+
+    ms_gate_init(&g);
+    ms_gate_start_closed(&g);
+    CHECK(g.next, "started closed: the first round goes without the model");
+    m = gate_run(&g, wins, 1000, &first);
+    CHECK(first > 0 && first <= 32, "started closed, probed at round %lld (<= 32)", (long long)first);
+    CHECK(m >= 1000 - 32 - 3, "a model that wins runs %lld of 1000 rounds", (long long)m);
+    fprintf(stderr, "gate: a losing model ran %lld/4000 rounds, a winning one after a closed start %lld/1000\n",
+            (long long)m_losing, (long long)m);
+}
+
 int main(void) {
     test_lookup();
     test_graft();
@@ -431,6 +486,7 @@ int main(void) {
     test_cost();
     test_cost_file();
     test_prune();
+    test_gate();
     if (g_fail) fprintf(stderr, "test_ngram: %d check(s) FAILED\n", g_fail);
     else fprintf(stderr, "test_ngram: all checks passed\n");
     return g_fail ? 1 : 0;
