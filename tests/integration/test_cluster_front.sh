@@ -14,6 +14,10 @@ it_need_shared models/stories260k/stories260K.bin models/stories260k/tok512.bin
 it_need_cmds nginx
 it_stories
 n_tok=24
+# Request counts of (a), (b) with its kill point, (b2); sanitized nodes (~20x
+# slower, ITEST_SMALL) run fewer, the gcc build the 200.
+n_a=200 n_b=100 kill_after=30 n_b2=60
+[ -z "${ITEST_SMALL:-}" ] || { n_a=60 n_b=40 kill_after=12 n_b2=20 n_tok=12; }
 C_MODEL=$STORIES C_QUEUE=24 C_PORT=$(it_port) C_ENDPOINT=ipc://$WORK/a.sock
 it_config "$WORK/a.cfg"
 port_a=$C_PORT
@@ -69,14 +73,15 @@ stop_front
 
 # ---- (a) 200 requests, 20 at a time ---------------------------------------------------------
 start_front --fail-timeout 2
-it_log "(a) 200 requests, 20 concurrent, through http://127.0.0.1:$front"
-python3 "$load" "http://127.0.0.1:$front" "$WORK/refs.json" 200 20 "$WORK/a.json" || it_fail "(a) the clients failed"
+it_log "(a) $n_a requests, 20 concurrent, through http://127.0.0.1:$front"
+python3 "$load" "http://127.0.0.1:$front" "$WORK/refs.json" "$n_a" 20 "$WORK/a.json" || it_fail "(a) the clients failed"
 python3 "$load" check "$WORK/a.json" "$pa" "$pb" | tee "$WORK/a.txt" | sed 's/^/  /'
 [ "${PIPESTATUS[0]}" = 0 ] || it_fail "(a) not every request was answered right by both pairs"
 
 # ---- (b) pair A's target killed mid-run ----------------------------------------------------
-it_log "(b) 100 requests, 20 concurrent; pair A's target ($target_a) killed after 30"
-python3 "$load" "http://127.0.0.1:$front" "$WORK/refs.json" 100 20 "$WORK/b.json" --kill-pid "$target_a" --kill-after 30 ||
+it_log "(b) $n_b requests, 20 concurrent; pair A's target ($target_a) killed after $kill_after"
+python3 "$load" "http://127.0.0.1:$front" "$WORK/refs.json" "$n_b" 20 "$WORK/b.json" --kill-pid "$target_a" \
+  --kill-after "$kill_after" ||
   it_fail "(b) the clients failed"
 python3 "$load" check "$WORK/b.json" "$pa" "$pb" "$pa" | tee "$WORK/b.txt" | sed 's/^/  /'
 [ "${PIPESTATUS[0]}" = 0 ] || it_fail "(b) a request without a first byte at the kill was lost"
@@ -86,8 +91,8 @@ python3 "$load" check "$WORK/b.json" "$pa" "$pb" "$pa" | tee "$WORK/b.txt" | sed
 it_start_target "$WORK/a.cfg" "$WORK/a2-target.log"
 it_wait_health "http://127.0.0.1:$port_a" '"status":"ok"' 60 || it_die "(b2) pair A's target did not restart"
 sleep 3 # past the front's fail_timeout of 2 s (the one wait on a clock: nginx's own timer)
-it_log "(b2) pair A restarted; 60 requests, 20 concurrent"
-python3 "$load" "http://127.0.0.1:$front" "$WORK/refs.json" 60 20 "$WORK/b2.json" || it_fail "(b2) the clients failed"
+it_log "(b2) pair A restarted; $n_b2 requests, 20 concurrent"
+python3 "$load" "http://127.0.0.1:$front" "$WORK/refs.json" "$n_b2" 20 "$WORK/b2.json" || it_fail "(b2) the clients failed"
 python3 "$load" check "$WORK/b2.json" "$pa" "$pb" | tee "$WORK/b2.txt" | sed 's/^/  /'
 [ "${PIPESTATUS[0]}" = 0 ] || it_fail "(b2) the restarted pair A was not taken back (or a request failed)"
 stop_front
