@@ -11,7 +11,8 @@ streamed when i % 4 == 3. --kill-pid: SIGKILL of PID once K requests have
 finished. For each request OUT_JSON records: status, the pair that answered
 (X-MicroSpec-Pair), whether the text equals the reference, whether it was
 streamed, and its first-byte and end times on the same monotonic clock as the
-kill (order only, never a duration limit). Plain http.client: no third-party
+kill (order only, never a duration limit). $FRONT_TOKEN, when set, is sent as
+the bearer token. Plain http.client: no third-party
 package, a dropped connection is an error the caller sees.
 
 check: prints the counts (answered, per pair, failed) and exits 1 unless every
@@ -35,7 +36,10 @@ def one(host, port, prompt, max_tokens, stream):
     body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": stream})
     conn = http.client.HTTPConnection(host, port, timeout=120)
     try:
-        conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if os.environ.get("FRONT_TOKEN"):
+            headers["Authorization"] = "Bearer " + os.environ["FRONT_TOKEN"]
+        conn.request("POST", "/v1/completions", body=body, headers=headers)
         resp = conn.getresponse()  # returns once the status line and headers arrived: the first bytes
         rec["first_byte"] = time.monotonic()
         rec["status"] = resp.status

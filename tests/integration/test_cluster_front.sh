@@ -18,7 +18,9 @@ n_tok=24
 # slower, ITEST_SMALL) run fewer, the gcc build the issue's 200.
 n_a=200 n_b=100 kill_after=30 n_b2=60
 [ -z "${ITEST_SMALL:-}" ] || { n_a=60 n_b=40 kill_after=12 n_b2=20 n_tok=12; }
-C_MODEL=$STORIES C_QUEUE=24 C_PORT=$(it_port) C_ENDPOINT=ipc://$WORK/a.sock
+# The pairs need a bearer token: the front forwards the client's by default.
+C_MODEL=$STORIES C_QUEUE=24 C_PORT=$(it_port) C_ENDPOINT=ipc://$WORK/a.sock C_HTTP_EXTRA='bearer_token = "pair-secret";'
+export FRONT_TOKEN=pair-secret # front_load.py's token
 it_config "$WORK/a.cfg"
 port_a=$C_PORT
 C_PORT=$(it_port) C_ENDPOINT=ipc://$WORK/b.sock
@@ -62,14 +64,28 @@ stop_front() { it_stop "$FRONT_PID"; }
 load="$MS_SOURCE_DIR/tests/integration/front_load.py"
 pa=127.0.0.1:$port_a pb=127.0.0.1:$port_b
 
-# ---- (c) first, while both pairs are fresh: tokens and overload ---------------------
-start_front --token front-secret
-code=$(curl -s -o /dev/null -w '%{http_code}' -m 30 "http://127.0.0.1:$front/v1/completions" -d '{"prompt":"Hi","max_tokens":4}')
-[ "$code" = 401 ] || it_fail "front --token: a request without the token got $code, not 401"
-code=$(curl -s -o "$WORK/tok.json" -w '%{http_code}' -m 30 -H 'Authorization: Bearer front-secret' \
-  "http://127.0.0.1:$front/v1/completions" -d '{"prompt":"Hi","max_tokens":4}')
-[ "$code" = 200 ] || it_fail "front --token: the right token got $code: $(head -c 200 "$WORK/tok.json")"
+# ---- tokens: forwarded (default), or checked at the front and replaced ---------------
+# tok TOKEN — the status of a small request through the front with that bearer token ("" none)
+tok() {
+  local h=()
+  [ -z "$1" ] || h=(-H "Authorization: Bearer $1")
+  curl -s -o "$WORK/tok.json" -w '%{http_code}' -m 30 "${h[@]}" "http://127.0.0.1:$front/v1/completions" \
+    -d '{"prompt":"Hi","max_tokens":4}'
+}
+start_front
+for t in "":401 wrong:401 pair-secret:200; do
+  code=$(tok "${t%%:*}")
+  [ "$code" = "${t##*:}" ] || it_fail "front (token forwarded): token '${t%%:*}' got $code, expected ${t##*:}"
+done
 stop_front
+it_log "token forwarded to the pairs: none 401, a wrong one 401, the pairs' 200"
+start_front --token front-secret --upstream-token pair-secret
+for t in "":401 pair-secret:401 front-secret:200; do
+  code=$(tok "${t%%:*}")
+  [ "$code" = "${t##*:}" ] || it_fail "front --token/--upstream-token: token '${t%%:*}' got $code, expected ${t##*:}"
+done
+stop_front
+it_log "token checked at the front: none 401, the pairs' own 401, the front's 200 (the pairs' sent on)"
 
 # ---- (a) 200 requests, 20 at a time ---------------------------------------------------------
 start_front --fail-timeout 2
@@ -105,6 +121,7 @@ start_front --max-conns 4
 python3 - "$front" <<'EOF' >"$WORK/overload.txt" 2>&1 || it_fail "(c) overload: $(cat "$WORK/overload.txt")"
 import http.client, socket, sys, time
 port = int(sys.argv[1])
+auth = {"Authorization": "Bearer pair-secret"}
 held = []
 for _ in range(4):
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
@@ -113,7 +130,7 @@ for _ in range(4):
     held.append(s)
 time.sleep(0.5)  # nginx has read the four headers (no limit on time here, only order)
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-c.request("POST", "/v1/completions", body='{"prompt":"Hi","max_tokens":4}')
+c.request("POST", "/v1/completions", body='{"prompt":"Hi","max_tokens":4}', headers=auth)
 r = c.getresponse()
 body = r.read()
 print("5th client:", r.status, len(body), "bytes")
@@ -123,7 +140,7 @@ for s in held:
     s.close()
 for _ in range(50):  # the held connections close asynchronously
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("POST", "/v1/completions", body='{"prompt":"Hi","max_tokens":4}')
+    c.request("POST", "/v1/completions", body='{"prompt":"Hi","max_tokens":4}', headers=auth)
     r = c.getresponse()
     r.read()
     if r.status == 200:
