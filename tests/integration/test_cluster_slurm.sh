@@ -59,7 +59,9 @@ until [ -s "$S/jobs/$id/url" ] || [ $SECONDS -ge $deadline ] || [ -z "$(squeue -
 url=$(cat "$S/jobs/$id/url")
 [ "$url" = "http://127.0.0.1:$port" ] || it_fail "job $id: url $url, expected http://127.0.0.1:$port"
 grep -q "^MS_LINK_ENDPOINT=tcp://127.0.0.1:" "$S/jobs/$id/pair.env" || it_fail "job $id: pair.env: $(cat "$S/jobs/$id/pair.env")"
-[ "$(stat -c %a "$S/jobs/$id/link.secret")" = 600 ] || it_fail "job $id: link.secret is not mode 0600"
+for f in link.secret pair.cfg; do
+  [ "$(stat -c %a "$S/jobs/$id/$f")" = 600 ] || it_fail "job $id: $f is not mode 0600"
+done
 nodes=$(squeue -h -j "$id" -o '%N' | sort | tr '\n' ' ')
 [ "$nodes" = "ms1 ms2 " ] || it_fail "job $id: components on '$nodes', expected ms1 and ms2"
 grep -q 'draft joined' "$S/jobs/$id/target.log" || it_fail "job $id: target.log shows no draft joining"
