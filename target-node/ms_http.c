@@ -51,10 +51,11 @@
  * own bytes fail (EPIPE) and the connection closes after exactly one status
  * line. It finds the socket through a thread-local peer that the URI log
  * callback sets when the request line has been read (each connection has its
- * own thread); a 414 on a connection's first request line comes before that,
- * so the peer is then the one connection still without a request line that
- * has received more bytes than a request line needs (else the library's HTML
- * goes out: counted, not fixable from outside the library). What the library
+ * own thread); the errors on a connection's first request line (its version:
+ * 400, 505; its length: 414) come before that, so the peer is then the one
+ * connection still without a request line that has received bytes (for a 414,
+ * more than a request line needs); when several could be it, the library's
+ * HTML goes out (counted in /metrics: not fixable from outside the library). What the library
  * parses but does not refuse — two Content-Length values, Transfer-Encoding
  * with Content-Length, control characters (a bare CR) inside a header, no
  * Host — the handler refuses at its first call from the parsed header list.
@@ -1665,10 +1666,11 @@ static uint64_t bytes_received(int fd) {
                : 0;
 }
 
-/* The peer whose thread runs this (h->cmu held): the bound one, or for an
- * error before any request line (a 414), the only unbound connection that
- * has received enough bytes to overflow one. NULL when it cannot be told. */
-static peer *current_peer_locked(ms_http *h) {
+/* The peer whose thread runs this (h->cmu held): the bound one, or, for an
+ * error before the first request line was accepted (its HTTP version: 400
+ * or 505; its length: 414), the only unbound connection that has received
+ * bytes (for a 414, enough to overflow a line). NULL when it cannot be told. */
+static peer *current_peer_locked(ms_http *h, unsigned code) {
     peer *found = NULL;
     int candidates = 0;
     for (peer *p = h->peers; p; p = p->next) {
@@ -1676,7 +1678,7 @@ static peer *current_peer_locked(ms_http *h) {
             if (p == tl_peer) return p;
             continue;
         }
-        if (p->bound || p->reaped || p->fd < 0 || bytes_received(p->fd) < LINE_414_MIN) continue;
+        if (p->bound || p->reaped || p->fd < 0 || bytes_received(p->fd) < (code == 414 ? LINE_414_MIN : 1)) continue;
         found = p;
         candidates++;
     }
@@ -1699,6 +1701,7 @@ static void answer_library_error(ms_http *h, unsigned code, const char *page) {
         break;
     case 414: msg = "the request line is too long"; break;
     case 431: msg = "the request's headers are too large"; break;
+    case 505: msg = "the HTTP version is not supported (HTTP/1.0 and HTTP/1.1 are)"; break;
     default: msg = "the request could not be processed"; break;
     }
     const char *type = code >= 500 ? "server_error" : "invalid_request_error";
@@ -1710,6 +1713,7 @@ static void answer_library_error(ms_http *h, unsigned code, const char *page) {
                          : code == 413 ? "Content Too Large"
                          : code == 414 ? "URI Too Long"
                          : code == 431 ? "Request Header Fields Too Large"
+                         : code == 505 ? "HTTP Version Not Supported"
                                        : "Internal Server Error";
     int hn = snprintf(head, sizeof head,
                       "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
@@ -1717,7 +1721,7 @@ static void answer_library_error(ms_http *h, unsigned code, const char *page) {
                       code, reason, body ? strlen(body) + 1 : 0);
     bool sent = false;
     pthread_mutex_lock(&h->cmu);
-    peer *p = current_peer_locked(h);
+    peer *p = current_peer_locked(h, code);
     if (p && body && !p->reaped && hn > 0 && (size_t)hn < sizeof head) {
         /* One message, one send: the socket is in its reading state, so its
          * send buffer is empty (a response before it on the connection has
