@@ -23,6 +23,10 @@ import sys
 import yaml
 
 USER_SECRETS = {"microspec-link"}  # created by the user (README), never in a layout
+# kustomize's Kustomization fields this project may use (kubernetes-validate has
+# no schema for the kind): a misspelt one would be ignored by nothing but kustomize.
+KUS_FIELDS = {"apiVersion", "kind", "resources", "images", "replicas", "labels", "namePrefix", "nameSuffix",
+              "namespace", "patches", "configMapGenerator", "secretGenerator", "generatorOptions", "components"}
 fails = []
 
 
@@ -36,6 +40,10 @@ def collect(d, files):
         fail(f"{d}: no kustomization.yaml")
         return
     kus = yaml.safe_load(open(k, encoding="utf-8"))
+    if kus.get("apiVersion") != "kustomize.config.k8s.io/v1beta1" or kus.get("kind") != "Kustomization":
+        fail(f"{k}: not a kustomize.config.k8s.io/v1beta1 Kustomization")
+    for key in sorted(set(kus) - KUS_FIELDS):
+        fail(f"{k}: unknown field {key}")
     listed = set()
     for r in kus.get("resources", []):
         p = os.path.normpath(os.path.join(d, r))
@@ -46,6 +54,17 @@ def collect(d, files):
             listed.add(p)
         else:
             fail(f"{k}: resource {r} does not exist")
+    names = {}
+    for f in files:
+        if os.path.dirname(f) == d:
+            for doc in yaml.safe_load_all(open(f, encoding="utf-8")):
+                if doc and doc.get("kind") in ("Deployment", "StatefulSet"):
+                    names[doc["metadata"]["name"]] = doc
+    for r in kus.get("replicas", []):
+        if r.get("name") not in names:
+            fail(f"{k}: replicas names {r.get('name')}, no Deployment of this folder")
+        elif not isinstance(r.get("count"), int) or r["count"] < 1:
+            fail(f"{k}: replicas count of {r.get('name')} is not a positive integer")
     for f in sorted(os.listdir(d)):
         p = os.path.join(d, f)
         if f.endswith(".yaml") and f != "kustomization.yaml" and p not in listed:

@@ -6,8 +6,8 @@
 # errors), their references hold (tests/k8s_check.py) and the cluster configs
 # they carry pass microspec-config --check. Then deliberately broken copies
 # must fail: a wrong type (schema), a misspelt field (strict schema), a
-# Service selecting no pod and a probe on the wrong port (references), a bad
-# config key (microspec-config).
+# Service selecting no pod, a probe on the wrong port and kustomize replicas
+# for no Deployment (references), a bad config key (microspec-config).
 #
 #   test_k8s_manifests.sh BUILD_DIR
 set -uo pipefail
@@ -93,6 +93,8 @@ broken "probe port not the http.port" split references '
 d = load("split/target-deployment.yaml")
 d[0]["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = 8081
 save("split/target-deployment.yaml", d)'
+broken "replicas for no Deployment" pair references '
+d = load("pair/kustomization.yaml"); d[0]["replicas"][0]["name"] = "microspec-pairs"; save("pair/kustomization.yaml", d)'
 broken "unknown config key" pair config '
 d = load("pair/configmap.yaml"); d[0]["data"]["pair.cfg"] = d[0]["data"]["pair.cfg"].replace("queue = 8", "queu = 8")
 save("pair/configmap.yaml", d)'
