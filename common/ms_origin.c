@@ -114,11 +114,14 @@ static bool origin_split(const char *s, size_t n, origin_parts *o) {
     return host_ok(o->host, o->host_n);
 }
 
+static bool too_long(const char *list, char *why, size_t cap) {
+    if (strlen(list) < MS_ORIGIN_LIST_MAX) return false;
+    snprintf(why, cap, "longer than %d bytes", MS_ORIGIN_LIST_MAX - 1);
+    return true;
+}
+
 ms_status ms_origin_list_check(const char *list, char *why, size_t cap) {
-    if (strlen(list) >= MS_ORIGIN_LIST_MAX) {
-        snprintf(why, cap, "longer than %d bytes", MS_ORIGIN_LIST_MAX - 1);
-        return MS_ERR_INVALID;
-    }
+    if (too_long(list, why, cap)) return MS_ERR_INVALID;
     const char *p = list, *s;
     size_t n;
     int count = 0;
@@ -147,10 +150,7 @@ ms_status ms_origin_list_check(const char *list, char *why, size_t cap) {
 }
 
 ms_status ms_origin_hosts_check(const char *list, char *why, size_t cap) {
-    if (strlen(list) >= MS_ORIGIN_LIST_MAX) {
-        snprintf(why, cap, "longer than %d bytes", MS_ORIGIN_LIST_MAX - 1);
-        return MS_ERR_INVALID;
-    }
+    if (too_long(list, why, cap)) return MS_ERR_INVALID;
     const char *p = list, *s;
     size_t n;
     while (next_entry(&p, &s, &n)) {
