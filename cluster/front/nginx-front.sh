@@ -61,7 +61,7 @@ if [ "$action" = stop ]; then
   exit 0
 fi
 [ -n "$pairs" ] || { usage >&2; exit 2; }
-[ -f "$pairs" ] || { echo "$me: $pairs: no such file" >&2; exit 2; }
+[ -r "$pairs" ] || { echo "$me: $pairs: cannot read it" >&2; exit 2; }
 [[ "$port" =~ ^[0-9]+$ ]] || { echo "$me: --port takes a number" >&2; exit 2; }
 [[ "$max_conns" =~ ^[1-9][0-9]*$ ]] || { echo "$me: --max-conns takes a positive number" >&2; exit 2; }
 [[ "$fail_timeout" =~ ^[1-9][0-9]*$ ]] || { echo "$me: --fail-timeout takes a positive number of seconds" >&2; exit 2; }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Submits N MicroSpec pairs, each one heterogeneous job of
 # cluster/slurm/pair.sbatch, and (with --wait) prints their URLs once up.
+# A loop, not a job array: Slurm does not make arrays of heterogeneous jobs.
 #
 #   cluster/slurm/submit.sh CONFIG [-n N] [--port P] [--link-port P] [--wait SECONDS] [-- SBATCH OPTIONS...]
 #
