@@ -14,8 +14,10 @@
  * a naive byte-by-byte reference), every 4xx, 401 with and without a token,
  * backend failures, 50 concurrent clients against queue 8 (exactly 9 served
  * and 41 refused while the backend is held; then a free-running mix), client
- * disconnects while streaming / waiting / queued, shutdown with a queue, and
- * `curl -N` when curl is installed.
+ * disconnects while streaming / waiting / queued, shutdown with a queue,
+ * `curl -N` when curl is installed, and (issue 35) strict framing with every
+ * error — libmicrohttpd's own included — as one JSON answer, browser origins
+ * and Host names.
  */
 #include <arpa/inet.h>
 #include <errno.h>
