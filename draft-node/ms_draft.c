@@ -704,6 +704,17 @@ static ms_status catch_up(ms_dft *d) {
     return MS_OK;
 }
 
+/* The n-gram source's continuation under the root grafted into d->tree,
+ * sharing the nodes the draft already proposed (it never displaces them);
+ * whether the tree grew. */
+static bool ngram_graft(ms_dft *d) {
+    if (!d->ng) return false;
+    int32_t ids[MS_TREE_MAX];
+    float logp[MS_TREE_MAX];
+    const int64_t n = ms_ngram_propose(d->ng, ids, logp);
+    return ms_ngram_graft(&d->tree, ids, logp, n, MS_TREE_MAX) > 0;
+}
+
 static ms_status draft_impl(void *ctx, uint64_t rid, int64_t round, ms_msg_tree *out) {
     ms_dft *d = ctx;
     if (!d->active || rid != d->rid)
@@ -725,14 +736,7 @@ static ms_status draft_impl(void *ctx, uint64_t rid, int64_t round, ms_msg_tree 
     } else {
         MS_TRY(draft_round(d, rid, round, out));
     }
-    if (d->ng) {
-        /* the continuation under the root, sharing the nodes the draft
-         * already proposed; it never displaces them */
-        int32_t ids[MS_TREE_MAX];
-        float logp[MS_TREE_MAX];
-        const int64_t n = ms_ngram_propose(d->ng, ids, logp);
-        if (ms_ngram_graft(&d->tree, ids, logp, n, MS_TREE_MAX) > 0) out->tree = d->tree;
-    }
+    if (ngram_graft(d)) out->tree = d->tree;
     return MS_OK;
 }
 
@@ -941,6 +945,9 @@ static ms_status accept_overlap_impl(ms_dft *d, const ms_msg_verify *m, bool *hi
     MS_TRY(apply_vocab(d, m, &v));
     d->tree = d->pre_tree.tree;
     d->round = d->pre_tree.round;
+    /* the n-gram part, as draft_impl adds it: its history now ends with this
+     * verdict's bonus, the pre-drafted tree's root */
+    if (ngram_graft(d)) d->pre_tree.tree = d->tree;
     *tree = d->pre_tree;
     tree->stats.covered += v.covered;
     tree->stats.emitted += v.emitted;

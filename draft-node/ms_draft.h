@@ -60,7 +60,7 @@ typedef struct {
     int64_t prompt_max;     /* lm / layerskip: the prompt rows the model reads, the last ones (default 128;
                                ≤ 0: all). Fewer: a cheaper draft prefill, lower acceptance, same output */
     bool ngram;             /* merge the n-gram source's continuation into every tree ("lm+ngram";
-                               ms_ngram.h); not into the trees an overlap pre-draft makes */
+                               ms_ngram.h); into an overlap pre-draft's tree when its verdict confirms it */
     ms_ngram_params ngram_p; /* its parameters (ms_ngram_params_default) */
     int64_t max_ctx;        /* draft KV rows (0: the model's default) */
     const char *device;     /* lm / layerskip: "cpu" (NULL) | "cuda" | "cuda:N" (ms_model_opts.device);

@@ -39,13 +39,16 @@ it_ar_all "$C_MODEL" "$n_tok" "$WORK/ar" "$WORK"/prompts/p*.txt
 
 runs="sync overlap cost"
 # layerskip also runs "overlap-self": all 5 layers over the full vocabulary, a
-# draft identical to the target, so the overlap pre-drafts must be confirmed.
-[ "$kind" != layerskip ] || runs="$runs overlap-self"
+# draft identical to the target, so the overlap pre-drafts must be confirmed;
+# and "overlap-ngram", the same with the n-gram source merged (grafted into the
+# confirmed pre-drafts' trees too).
+[ "$kind" != layerskip ] || runs="$runs overlap-self overlap-ngram"
 layers0=${C_LAYERS:-1}
 for pipeline in $runs; do
   C_PIPELINE=${pipeline%%-*} C_PORT=$(it_port) C_ENDPOINT=ipc://$WORK/link-$pipeline.sock C_VOCAB=dynamic C_LAYERS=$layers0
   C_POLICY=all C_KIND=$kind
   [ "$pipeline" != overlap-self ] || { C_VOCAB=full C_LAYERS=5; }
+  [ "$pipeline" != overlap-ngram ] || { C_VOCAB=full C_LAYERS=5 C_KIND=$kind+ngram; }
   [ "$pipeline" != cost ] || { C_PIPELINE=sync C_POLICY=cost C_KIND=$kind+ngram; }
   it_config "$WORK/$pipeline.cfg"
   it_up "$WORK/$pipeline.cfg" "$pipeline"
@@ -70,13 +73,13 @@ for pipeline in $runs; do
     spec_total=$((spec_total + ${st[0]:-0}))
   done
   it_log "$kind/$pipeline: $same/$n_prompts identical to AR, $spec_total speculative rounds"
-  if [ "$pipeline" = overlap-self ]; then # the draft logs its counts when request n ends
+  if [[ "$pipeline" = overlap-* ]]; then # the draft logs its counts when request n ends
     deadline=$((SECONDS + 10))
     until grep -q "request $n_prompts over" "$WORK/$pipeline-draft.log" || [ $SECONDS -ge $deadline ]; do sleep 0.05; done
   fi
   pre=$(grep -o "pre-drafts so far: .*" "$WORK/$pipeline-draft.log" | tail -n 1)
   [ -z "$pre" ] || it_log "$kind/$pipeline: draft node: $pre"
-  if [ "$pipeline" = overlap-self ]; then
+  if [[ "$pipeline" = overlap-* ]]; then
     confirmed=$(grep -o "[0-9]* confirmed" <<<"$pre" | cut -d" " -f1)
     [ "${confirmed:-0}" -gt 0 ] || it_fail "overlap with a perfect draft: no pre-draft confirmed (${pre:-no count logged})"
   fi
