@@ -51,10 +51,12 @@ it_log "reference in $((SECONDS - t0)) s: $(head -c 120 "$WORK/ar.txt" | tr '\n'
 
 # ---- the shipped pair config, adapted ---------------------------------------------------
 # Every sed pattern must apply: a changed example fails here rather than
-# silently testing something else. draft.policy "all" verifies every drafted
-# token: the cost policy (the default) may, on a loaded machine whose timings
-# say verifying rows costs more than it pays, draft nothing, and this test is
-# about the draft's tokens crossing the namespaces and surviving its death.
+# silently testing something else. The draft is the 0.5B alone (kind "lm", not
+# the shipped "lm+ngram") under draft.policy "all", which verifies every
+# drafted token: the cost policy (the default) may, on a loaded machine whose
+# timings say verifying rows costs more than it pays, keep the model off, and
+# this test is about the model's tokens crossing the namespaces and surviving
+# its death.
 port=$(it_port) link_port=$(it_port)
 src=$MS_SOURCE_DIR/cluster/configs/qwen-coder-pair.cfg
 cfg=$WORK/qwen-coder-pair.cfg
@@ -63,7 +65,7 @@ sed -e "s|model = \"[^\"]*qwen2.5-coder-1.5b-instruct.gguf\";|model = \"$tgt_fil
     -e "s|endpoint = \"tcp://127.0.0.1:5758\";|endpoint = \"tcp://10.200.0.1:$link_port\";|" \
     -e "s|listen = \"127.0.0.1\";|listen = \"10.200.0.1\";|" \
     -e "s|port = 8081;|port = $port;|" \
-    -e "s|kind = \"lm\";|kind = \"lm\"; policy = \"all\";|" "$src" >"$cfg"
+    -e "s|kind = \"lm+ngram\";|kind = \"lm\"; policy = \"all\";|" "$src" >"$cfg"
 printf '\nhosts = {\n  target = "netns:%s";\n  draft = "netns:%s";\n};\n' "$ns1" "$ns2" >>"$cfg"
 for want in "model = \"$tgt_file\";" "model = \"$dft_file\";" "endpoint = \"tcp://10.200.0.1:$link_port\";" \
             'listen = "10.200.0.1";' "port = $port;" 'enabled = true;' 'kind = "lm"; policy = "all";' 'mode = "dynamic";' \
