@@ -17,8 +17,9 @@
 #   llama.cpp spec  llama-speculative-simple -m T -md D --spec-type draft-simple
 #                   --spec-draft-n-max K --temp 0 --top-k 1 --ignore-eos
 #                   LLAMA_EXTRA, for each K of --llama-draft; LLAMA_EXTRA
-#                   defaults to --no-repack (with repacking it segfaults on
-#                   this VM, as llama-server does)
+#                   (--llama-extra) defaults to nothing: llama.cpp at its
+#                   defaults, weight repacking on (on a VM where repacking
+#                   crashes, pass --llama-extra --no-repack and say so)
 #                   and for each TYPE[:K] of --llama-spec (e.g. ngram-mod,
 #                   ngram-map-k, draft-simple,ngram-mod:3): --spec-type TYPE
 #                   (--spec-draft-n-max K where given; -md D only where TYPE
@@ -30,7 +31,12 @@
 # engine's "after prefill" (speculative) or "decode" (AR) figure. Greedy
 # output of every speculative configuration of this engine is compared with
 # its AR configuration of the same matmul path (a difference is reported as
-# a FAILURE of losslessness, and the exit status is 1).
+# a FAILURE of losslessness, and the exit status is 1). llama.cpp's generated
+# text (llama-speculative-simple's stdout after the prompt) is compared with
+# this engine's first AR line's, prompt by prompt, and reported (both are
+# greedy on the same file; their arithmetic differs, so they may part where
+# two logits nearly tie): the same bytes reach both engines (the chat file is
+# written byte for byte, its final newline included).
 #
 # Writes a markdown table (per prompt and the mean) to --out (default
 # results/gguf/pair-DATE.md) with the command, machine and commit, and the
@@ -41,7 +47,7 @@ set -euo pipefail
 usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-n_prompts=3 tokens=192 threads=2 out="" llama_draft="3 5 8" llama_spec="" configs="" llama_extra="--no-repack"
+n_prompts=3 tokens=192 threads=2 out="" llama_draft="3 5 8" llama_spec="" configs="" llama_extra=""
 while [ $# -gt 0 ]; do
   case $1 in
     -h | --help) usage; exit 0 ;;
@@ -98,9 +104,10 @@ declare -A sum cnt
 rows=()
 for ((i = 0; i < n_prompts; i++)); do
   user=$(cat "$logs/p$i.user")
-  chat=$(printf '<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n' "$SYS" "$user")
-  printf '%s' "$chat" >"$logs/p$i.chat"
-  ptok=$(printf '%s' "$chat" | "$build/tools/microspec-tokenize" --model "$T" | tr -cd ',' | wc -c)
+  # written directly: a $(...) would drop the template's final newline (llama.cpp alone would see it missing)
+  printf '<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n' "$SYS" "$user" \
+    >"$logs/p$i.chat"
+  ptok=$("$build/tools/microspec-tokenize" --model "$T" <"$logs/p$i.chat" | tr -cd ',' | wc -c)
   ptok=$((ptok + 1))
   line="| $i | $ptok"
   # llama.cpp AR
@@ -111,7 +118,9 @@ for ((i = 0; i < n_prompts; i++)); do
   for k in $llama_draft; do
     say "prompt $i: llama-speculative-simple --spec-draft-n-max $k"
     "$LB/llama-speculative-simple" -m "$T" -md "$D" -f "$logs/p$i.chat" -n "$tokens" --spec-draft-n-max "$k" \
-      --spec-type draft-simple --temp 0 --top-k 1 --ignore-eos -t "$threads" -td "$threads" -c 4096 $llama_extra >"$logs/p$i.llama-spec$k" 2>&1 || true
+      --spec-type draft-simple --temp 0 --top-k 1 --ignore-eos -t "$threads" -td "$threads" -c 4096 $llama_extra \
+      >"$logs/p$i.llama-spec$k.out" 2>"$logs/p$i.llama-spec$k.err" || true
+    cat "$logs/p$i.llama-spec$k.out" "$logs/p$i.llama-spec$k.err" >"$logs/p$i.llama-spec$k"
     v=$(grep -o 'decoded.*speed: *[0-9.]*' "$logs/p$i.llama-spec$k" | grep -oE '[0-9.]+$' | head -n1 || true)
     acc=$(grep -oE '(^| )accept += *[0-9.]+' "$logs/p$i.llama-spec$k" | grep -oE '[0-9.]+$' | head -n1 || true)
     line="$line | ${v:-?} (${acc:-?}%)"
@@ -125,7 +134,9 @@ for ((i = 0; i < n_prompts; i++)); do
     say "prompt $i: llama-speculative-simple --spec-type $type${k:+ --spec-draft-n-max $k}"
     # shellcheck disable=SC2086 # llama_extra is a list of options
     "$LB/llama-speculative-simple" -m "$T" "${md[@]}" -f "$logs/p$i.chat" -n "$tokens" ${k:+--spec-draft-n-max "$k"} \
-      --spec-type "$type" --temp 0 --top-k 1 --ignore-eos -t "$threads" -td "$threads" -c 4096 $llama_extra >"$logs/p$i.$nm" 2>&1 || true
+      --spec-type "$type" --temp 0 --top-k 1 --ignore-eos -t "$threads" -td "$threads" -c 4096 $llama_extra \
+      >"$logs/p$i.$nm.out" 2>"$logs/p$i.$nm.err" || true
+    cat "$logs/p$i.$nm.out" "$logs/p$i.$nm.err" >"$logs/p$i.$nm"
     v=$(grep -o 'decoded.*speed: *[0-9.]*' "$logs/p$i.$nm" | grep -oE '[0-9.]+$' | head -n1 || true)
     acc=$(grep -oE '(^| )accept += *[0-9.]+' "$logs/p$i.$nm" | grep -oE '[0-9.]+$' | head -n1 || true)
     line="$line | ${v:-?} (${acc:-?}%)"
@@ -213,6 +224,39 @@ mean() { awk "BEGIN { printf \"%.2f\", ${sum[$1]:-0} / ${cnt[$1]:-1} }"; }
     [ "$best_llama" != 0 ] && line+=", $(ratio "$m" "$best_llama")x llama.cpp speculative"
     echo "$line"
   done
+  # llama.cpp's text against this engine's first AR line's
+  ours_ar=""
+  for n in "${names[@]}"; do case $n in ar-*) [ -z "$ours_ar" ] && ours_ar=$n ;; esac; done
+  if [ -n "$ours_ar" ] && [ "${#names[@]}" -gt 1 ]; then
+    echo
+    echo "llama.cpp's generated text against $ours_ar's, per prompt (identical, or the byte where they part):"
+    echo
+    for n in "${names[@]}"; do
+      case $n in llama-ar | ar-* | spec-*) continue ;; llama-*) ;; *) continue ;; esac
+      printf -- '- %s:' "$n"
+      for ((i = 0; i < n_prompts; i++)); do
+        printf ' p%d %s;' "$i" "$(python3 - "$logs/p$i.chat" "$logs/p$i.$n.out" "$logs/p$i.$ours_ar.txt" <<'PY'
+import sys
+out, ours = (open(f, "rb").read() for f in sys.argv[2:4])
+# stdout echoes the prompt up to its last token (the template's final "\n"), then the generated text
+mark = b"<|im_start|>assistant"
+gen = out[out.rfind(mark) + len(mark):] if mark in out else None
+if gen is not None and gen.startswith(b"\n") and not ours.startswith(b"\n"):
+    gen = gen[1:]
+if not gen:
+    print("no text")
+else:
+    a, b = gen.rstrip(), ours.rstrip()
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    print("identical" if k == min(len(a), len(b)) else "parts at byte %d of %d" % (k, len(b)))
+PY
+)"
+      done
+      echo
+    done
+  fi
   if [ -f "$logs/failures" ]; then
     echo
     echo "LOSSLESSNESS FAILURES (speculative text != AR text): $(tr '\n' ' ' <"$logs/failures")"
