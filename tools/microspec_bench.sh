@@ -224,8 +224,8 @@ def collect(manifest, stats, config, dataset, dst, pas="1"):
             if warm:
                 continue
             ts = per_q[i]
-            r = {"config": config, "dataset": dataset, "pass": int(pas), "category": cat, "source_category": src,
-                 "question_id": qid, "turns": len(ts)}
+            r = {"config": config, "dataset": dataset, "category": cat, "source_category": src, "question_id": qid,
+                 "pass": int(pas), "turns": len(ts)}
             for k in ("prompt_tokens", "new_tokens", "rounds", "spec_rounds", "wall_s", "prefill_s"):
                 r[k] = sum(t.get(k, 0) for t in ts)
             r["tokens_per_s"] = round(r["new_tokens"] / r["wall_s"], 3) if r["wall_s"] > 0 else 0
