@@ -15,7 +15,8 @@
 #   --passes N       rounds over the rows, every other one backwards
 #                    (AR sync overlap, overlap sync AR, ...): default 2
 #   --draft-kind K   the draft's kind (default lm+ngram, as --draft's default)
-#   --out FILE       the report (default build/bench/twohosts.md)
+#   --out FILE       the report (default build/bench/twohosts.md; per request
+#                    beside it as FILE without .md + .jsonl)
 #
 # Models: the Qwen2.5-Coder pair (tools/install-models.sh installs them);
 # target threads 1 on core 0, draft threads 1 on core 1; the target's q8
@@ -173,5 +174,6 @@ if bad:
     sys.exit(1)
 PY
 rc=$?
+cp "$work/results.jsonl" "${out%.md}.jsonl" # per request: texts, times, rounds
 cat "$out"
 exit $rc
