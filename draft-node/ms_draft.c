@@ -571,7 +571,7 @@ static ms_status expand(void *ctx, const int32_t *tokens, const int32_t *depth, 
 
 /* ---- the port ------------------------------------------------------------ */
 
-/* The prompt rows an lm draft commits: the last o.prompt_max (128 by
+/* begin: the prompt rows an lm draft commits are the last o.prompt_max (128 by
  * default). Its prefill is paid before the first tree and on a CPU costs
  * about a third of a draft decode step per row (~7 ms a row for the 0.5B on
  * AVX2, a 1.5B target step every 5 rows): a 700-token RAG or summarisation
@@ -579,7 +579,6 @@ static ms_status expand(void *ctx, const int32_t *tokens, const int32_t *depth, 
  * Drafting a continuation needs the recent context; copies from further back
  * are the n-gram source's job and every prompt id still feeds the MicroSpec
  * window. Eagle pairs each row with a target feature and keeps them all. */
-
 static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     ms_dft *d = ctx;
     d->active = false;
