@@ -345,6 +345,7 @@ int main(int argc, char **argv) {
     if (c->draft.enabled)
         ms_tgt_cost_cache(s.tgt, c->target.model, c->target.threads > 0 ? (int)c->target.threads : ms_pool_cores(),
                           c->target.q8_matmul, c->target.device);
+    if (c->draft.enabled && !strcmp(c->draft.policy, "cost") && ms_tgt_warm_up(s.tgt) < 0) goto done;
     ms_cfg_log(c); /* after the model: a failed load's reason is not buried under the settings */
     s.V = ms_model_vocab(s.model);
     s.d = ms_model_config(s.model)->hidden_size;

@@ -330,6 +330,12 @@ static ms_status calibrate(ms_tgt *t, int32_t root) {
     return MS_OK;
 }
 
+ms_status ms_tgt_warm_up(ms_tgt *t) {
+    if (t->calibrated) return MS_OK;
+    MS_TRY(ms_model_truncate(t->model, 0));
+    return calibrate(t, 0);
+}
+
 /* The banned ids' logits to −inf in rows[n] (ms_gen_params.ban_ids). */
 static void ban(const ms_gen_params *p, float *rows, int64_t n, int64_t V) {
     for (int64_t r = 0; r < n; r++)

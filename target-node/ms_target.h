@@ -93,6 +93,11 @@ ms_status ms_tgt_new(ms_model *model, ms_tgt **out);
  * each request that speculated. Off when MS_VERIFY_COST_CACHE=0
  * or no home is known; any failure only logs and measures as before. */
 void ms_tgt_cost_cache(ms_tgt *t, const char *model_path, int threads, bool q8_matmul, const char *device);
+/* Measure the cost table now, over an empty context, unless it is known
+ * (measured, or read by ms_tgt_cost_cache); the KV cache is left empty. A
+ * server calls it at start, before it listens, so that no request pays the
+ * ~10 decode steps; the forwards of every request keep the table current. */
+ms_status ms_tgt_warm_up(ms_tgt *t);
 void ms_tgt_free(ms_tgt **t);
 ms_model *ms_tgt_model(ms_tgt *t);
 
