@@ -39,8 +39,9 @@
 # written byte for byte, its final newline included).
 #
 # Writes a markdown table (per prompt and the mean) to --out (default
-# results/gguf/pair-DATE.md) with the command, machine and commit, and the
-# raw logs next to it (FILE.logs/). Progress on stderr.
+# results/gguf/pair-DATE.md) with the command, machine and commit; the raw
+# logs go to build/bench-logs/NAME.logs/ (out of git: results/ keeps reports).
+# Progress on stderr.
 # Environment: MS_BUILD_DIR (default build/release), LLAMA_BIN (default the
 # tools/build-llamacpp.sh build), MS_SHARED_DIR (default ../shared).
 set -euo pipefail
@@ -72,7 +73,7 @@ for f in "$G" "$LB/llama-bench" "$LB/llama-speculative-simple"; do
 done
 T=$(bash tools/install-models.sh --path qwen2.5-coder-1.5b) D=$(bash tools/install-models.sh --path qwen2.5-coder-0.5b)
 [ -f "$T" ] && [ -f "$D" ] || { echo "bench_pair.sh: install the pair: tools/install-models.sh qwen2.5-coder-1.5b qwen2.5-coder-0.5b" >&2; exit 1; }
-logs=$out.logs
+logs=build/bench-logs/$(basename "$out").logs
 rm -rf "$logs"
 mkdir -p "$logs" "$(dirname "$out")"
 say() { echo "bench_pair: $*" >&2; }

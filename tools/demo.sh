@@ -4,7 +4,7 @@
 # draft, CPU, one box), send it one coding chat request, and print the answer
 # and its statistics.
 #
-#   tools/demo.sh [--tiny] [--model PATH] [--prompt TEXT] [--config FILE] [--max-tokens N] [--keep]
+#   tools/demo.sh [--tiny] [--model PATH] [--prompt TEXT] [--config FILE] [--max-tokens N] [--keep] [--no-llama]
 #
 # Default: Qwen2.5-Coder 1.5B Instruct verifies, Qwen2.5-Coder 0.5B drafts over
 # a MicroSpec window (cluster/configs/qwen-coder-pair.cfg); the GGUF files
@@ -14,11 +14,15 @@
 # with a layer-skip draft (cluster/configs/cpu-one-box.cfg): seconds, not minutes.
 # --model PATH: that target (a GGUF file or a Hugging Face folder) with the
 # config's draft. --keep leaves the cluster running (stop it with cluster/stop.sh).
+# Last, on a GGUF target, llama.cpp's AR on the same file, prompt length, token
+# count and threads (llama-bench: prefill + decode), the baseline of the speed
+# line; built once by tools/build-llamacpp.sh (about 9 minutes on 2 cores; with
+# MS_ISA=avx2 its AVX2-only build). --no-llama skips it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-model="" prompt="" config="" keep=false tiny=false max_tokens=""
+model="" prompt="" config="" keep=false tiny=false max_tokens="" llama=true
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
@@ -27,7 +31,8 @@ while [ $# -gt 0 ]; do
     --max-tokens) max_tokens="$2"; shift 2 ;;
     --tiny) tiny=true; shift ;;
     --keep) keep=true; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-llama) llama=false; shift ;;
+    -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -123,7 +128,8 @@ echo "demo: the same request autoregressively (target alone: microspec-generate,
 "$build/tools/microspec-generate" --model "$tmodel" --prompt "$prompt" "${chat[@]}" -n "$max_tokens" \
   --threads "$tthreads" --max-ctx "$tctx" "${mm[@]}" \
   >"$run/ar.txt" 2>"$run/ar.err" || { tail -5 "$run/ar.err" >&2; exit 1; }
-python3 - "$run/answer.json" "$run/ar.err" "$run/ar.txt" <<'PY'
+same_rc=0
+python3 - "$run/answer.json" "$run/ar.err" "$run/ar.txt" <<'PY' || same_rc=$?
 import json, re, sys
 r = json.load(open(sys.argv[1]))
 # "prompt tokens: P, prefill: X ms (...), generated: N (...), decode: Y tok/s"
@@ -139,3 +145,35 @@ print(f"speculative (two nodes): {spec_tps:.1f} tokens/s; autoregressive (target
       f"text {'identical' if same else 'DIFFERENT'}", file=sys.stderr)
 sys.exit(0 if same else 1)
 PY
+
+# llama.cpp's AR on the same file: the baseline a user would otherwise run.
+[ "$llama" = true ] && [ "$tiny" = false ] && [[ "$tmodel" == *.gguf ]] || exit $same_rc
+isa=()
+[ "${MS_ISA:-}" = avx2 ] && isa=(--isa avx2)
+lb=$(bash tools/build-llamacpp.sh "${isa[@]}" --bin)
+if [ ! -x "$lb/llama-bench" ]; then
+  echo "demo: building llama.cpp for the comparison (tools/build-llamacpp.sh ${isa[*]}: ~9 minutes once; --no-llama skips;" \
+    "log: $run/llama-build.log)" >&2
+  bash tools/build-llamacpp.sh "${isa[@]}" >"$run/llama-build.log" 2>&1 ||
+    { echo "demo: the llama.cpp build failed (see $run/llama-build.log); no comparison" >&2; exit $same_rc; }
+fi
+ptok=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$run/answer.json")
+echo "demo: llama.cpp's AR on the same file (llama-bench -p $ptok -n $max_tokens -t $tthreads)" >&2
+"$lb/llama-bench" -m "$tmodel" -p "$ptok" -n "$max_tokens" -t "$tthreads" -r 1 -o json >"$run/llama-bench.json" \
+  2>"$run/llama-bench.err" || { echo "demo: llama-bench failed (see $run/llama-bench.err); no comparison" >&2; exit $same_rc; }
+python3 - "$run/answer.json" "$run/llama-bench.json" "$max_tokens" <<'PY' || true
+import json, sys
+r = json.load(open(sys.argv[1]))
+runs = {(t["n_prompt"], t["n_gen"]): t["avg_ts"] for t in json.load(open(sys.argv[2]))}
+n = int(sys.argv[3])
+pp = [v for (p, g), v in runs.items() if p > 0 and g == 0]
+tg = [v for (p, g), v in runs.items() if p == 0 and g > 0]
+if not pp or not tg:
+    sys.exit("demo: llama-bench printed no pp/tg rows")
+ptok = r["usage"]["prompt_tokens"]
+llama = n / (ptok / pp[0] + n / tg[0])  # end to end, as the two lines above
+spec = r["microspec"]["tokens_per_s"]
+print(f"llama.cpp AR (same file and threads): {llama:.1f} tokens/s with prefill (prefill {pp[0]:.0f}, "
+      f"decode {tg[0]:.1f} tokens/s); speculative pair vs llama.cpp: {spec / llama:.2f}x", file=sys.stderr)
+PY
+exit $same_rc
