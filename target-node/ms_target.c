@@ -375,25 +375,116 @@ static ms_status prefill(ms_tgt *t, const int32_t *prompt, int64_t n, const ms_g
     return MS_OK;
 }
 
+/* The request's bounds, before anything runs. */
+static ms_status check_request(const ms_tgt *t, uint64_t rid, const int32_t *prompt, int64_t n,
+                               const ms_gen_params *p) {
+    if (n <= 0) MS_FAIL(MS_ERR_INVALID, "request %llu: empty prompt", (unsigned long long)rid);
+    if (p->k_pre < 0 || p->k_pre > MS_TREE_MAX || p->k_ver < 0 || p->k_ver > MS_TREE_MAX)
+        MS_FAIL(MS_ERR_INVALID, "k_pre %lld / k_ver %lld outside [0, %d]", (long long)p->k_pre, (long long)p->k_ver,
+                MS_TREE_MAX);
+    if (n >= ms_model_max_ctx(t->model))
+        MS_FAIL(MS_ERR_RANGE, "request %llu: prompt of %lld tokens leaves no room in a %lld-row context",
+                (unsigned long long)rid, (long long)n, (long long)ms_model_max_ctx(t->model));
+    for (int64_t i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= t->V)
+            MS_FAIL(MS_ERR_INVALID, "request %llu: prompt token %d at %lld outside [0, %lld)", (unsigned long long)rid,
+                    prompt[i], (long long)i, (long long)t->V);
+    return MS_OK;
+}
+
+/* Round `round`'s tree from the draft into *tm, checked. True when it is
+ * worth a speculative forward (more than the root, room in the context).
+ * *port_ns accumulates the time spent in the port; a failed draft is dropped
+ * (*draft = NULL) and the round goes on alone. */
+static bool take_tree(const ms_tgt *t, ms_draft_port **draft, ms_gen_stats *st, uint64_t rid, int64_t round,
+                      int32_t root, uint64_t *port_ns, ms_msg_tree *tm) {
+    uint64_t c0 = ms_now_ns();
+    ms_status ds = (*draft)->draft((*draft)->ctx, rid, round, tm);
+    *port_ns += ms_now_ns() - c0;
+    if (ds >= 0) ds = check_tree(tm, rid, round, root, t->V);
+    if (ds < 0) {
+        drop_draft(draft, st, rid, "draft", ds);
+        return false;
+    }
+    uint64_t work = tm->stats.backbone_ns + tm->stats.head_ns + tm->stats.vocab_ns;
+    if (st->n_link < MS_GEN_LINK_SAMPLES)
+        st->link_us[st->n_link++] = *port_ns > work ? (float)((double)(*port_ns - work) * 1e-3) : 0.0f;
+    const int64_t len0 = ms_model_len(t->model);
+    return tm->tree.n > 1 && len0 + tm->tree.n <= ms_model_max_ctx(t->model);
+}
+
+/* A speculative round's statistics: n verified nodes, n_path accepted (the
+ * root included), the draft's own figures. */
+static void count_spec_round(ms_gen_stats *st, int64_t n, int64_t n_path, const ms_draft_stats *ds) {
+    st->spec_rounds++;
+    for (int64_t d = 1; d < n_path; d++) st->accepted_ge[d]++;
+    if (n_path - 1 > st->max_depth) st->max_depth = n_path - 1;
+    st->drafted += n - 1;
+    if (n - 1 > st->drafted_max) st->drafted_max = n - 1;
+    st->vocab_sum += ds->vocab_size;
+    if (ds->vocab_size > st->vocab_max) st->vocab_max = ds->vocab_size;
+    st->covered += ds->covered;
+    st->emitted += ds->emitted;
+    st->draft_backbone_s += (double)ds->backbone_ns * 1e-9;
+    st->draft_head_s += (double)ds->head_ns * 1e-9;
+    st->vocab_s += (double)ds->vocab_ns * 1e-9;
+}
+
+/* What the target verifies of *tree: with the cost policy the part of a
+ * speculative tree that pays (measuring the costs first if no table is
+ * known), else all of it; kept_of maps its nodes to the draft's. */
+static ms_status plan_verify(ms_tgt *t, const ms_gen_params *p, ms_gen_stats *st, bool spec, int32_t root,
+                             ms_tree *kept, int32_t *kept_of, const ms_tree **tree) {
+    if (!spec || !p->cost_policy) {
+        for (int64_t i = 0; i < (*tree)->n; i++) kept_of[i] = (int32_t)i;
+        return MS_OK;
+    }
+    if (!t->calibrated) MS_TRY(calibrate(t, root));
+    ms_policy_prune(*tree, &t->cost, kept, kept_of, NULL);
+    st->pruned += (*tree)->n - kept->n;
+    if (kept->n == 1) st->plain_rounds++;
+    *tree = kept;
+    return MS_OK;
+}
+
+/* The request to the draft; the time spent in the port. A failed begin
+ * drops the draft. */
+static uint64_t call_begin(ms_draft_port **draft, ms_gen_stats *st, const ms_msg_begin *b) {
+    uint64_t c0 = ms_now_ns();
+    ms_status ds = (*draft)->begin((*draft)->ctx, b);
+    uint64_t dt = ms_now_ns() - c0;
+    if (ds < 0) drop_draft(draft, st, b->request_id, "begin", ds);
+    return dt;
+}
+
+/* The verify result to the draft: C_ver (the top-K_ver ids of each accepted
+ * node, tree row path[k] of t->logits) and, for a draft that reads them, the
+ * accepted rows' hidden states, into v's buffers (t->topk, t->feats). Returns
+ * the time spent in the port; a failed accept drops the draft. */
+static uint64_t send_verify(ms_tgt *t, ms_draft_port **draft, ms_gen_stats *st, const int32_t *path,
+                            ms_msg_verify *v) {
+    for (int64_t k = 0; k < v->n_path; k++) {
+        ms_k_topk(t->logits + (int64_t)path[k] * t->V, t->V, v->k_ver, t->topk + k * v->k_ver, t->topv);
+        if (v->features)
+            memcpy(t->feats + k * t->d, ms_model_hidden(t->model) + (int64_t)path[k] * t->d,
+                   (size_t)t->d * sizeof(float));
+    }
+    uint64_t c0 = ms_now_ns();
+    ms_status ds = (*draft)->accept((*draft)->ctx, v);
+    uint64_t dt = ms_now_ns() - c0;
+    if (ds < 0) drop_draft(draft, st, v->request_id, "accept", ds);
+    return dt;
+}
+
 ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const int32_t *prompt, int64_t n,
                           const ms_gen_params *p, ms_token_cb cb, void *cb_ctx, ms_gen_stats *st) {
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n;
     st->stop_reason = "max tokens";
     st->stop_id = -1;
-    if (n <= 0) MS_FAIL(MS_ERR_INVALID, "request %llu: empty prompt", (unsigned long long)rid);
-    if (p->k_pre < 0 || p->k_pre > MS_TREE_MAX || p->k_ver < 0 || p->k_ver > MS_TREE_MAX)
-        MS_FAIL(MS_ERR_INVALID, "k_pre %lld / k_ver %lld outside [0, %d]", (long long)p->k_pre, (long long)p->k_ver,
-                MS_TREE_MAX);
+    MS_TRY(check_request(t, rid, prompt, n, p));
     ms_model *m = t->model;
     const int64_t V = t->V;
-    if (n >= ms_model_max_ctx(m))
-        MS_FAIL(MS_ERR_RANGE, "request %llu: prompt of %lld tokens leaves no room in a %lld-row context",
-                (unsigned long long)rid, (long long)n, (long long)ms_model_max_ctx(m));
-    for (int64_t i = 0; i < n; i++)
-        if (prompt[i] < 0 || prompt[i] >= V)
-            MS_FAIL(MS_ERR_INVALID, "request %llu: prompt token %d at %lld outside [0, %lld)", (unsigned long long)rid,
-                    prompt[i], (long long)i, (long long)V);
 
     ms_rng rng;
     ms_rng_seed(&rng, p->seed);
@@ -441,11 +532,8 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
         ms_msg_begin b = {.request_id = rid, .prompt = prompt, .n_prompt = n, .topk_pre = topk_pre,
                           .k_pre = k_pre, .root = root, .features = feats, .feat_dim = want_feats ? t->d : 0,
                           .skip_model = skip_model};
-        uint64_t c0 = ms_now_ns();
-        ms_status ds = draft->begin(draft->ctx, &b);
-        port_ns = ms_now_ns() - c0;
+        port_ns = call_begin(&draft, st, &b);
         begun = true;
-        if (ds < 0) drop_draft(&draft, st, rid, "begin", ds);
     }
 
     ms_msg_tree tm;
@@ -462,32 +550,13 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
         bool spec = false;
         double draft_s = 0.0; /* port time for this tree (the last accept + this draft) */
         if (draft) {
-            uint64_t c0 = ms_now_ns();
-            ms_status ds = draft->draft(draft->ctx, rid, round, &tm);
-            port_ns += ms_now_ns() - c0;
+            spec = take_tree(t, &draft, st, rid, round, root, &port_ns, &tm);
             draft_s = (double)port_ns * 1e-9;
-            if (ds >= 0) ds = check_tree(&tm, rid, round, root, V);
-            if (ds < 0) {
-                drop_draft(&draft, st, rid, "draft", ds);
-            } else {
-                spec = tm.tree.n > 1 && len0 + tm.tree.n <= ms_model_max_ctx(m);
-                uint64_t work = tm.stats.backbone_ns + tm.stats.head_ns + tm.stats.vocab_ns;
-                if (st->n_link < MS_GEN_LINK_SAMPLES)
-                    st->link_us[st->n_link++] = port_ns > work ? (float)((double)(port_ns - work) * 1e-3) : 0.0f;
-            }
             port_ns = 0;
         }
         if (!spec) ms_tree_root(&tm.tree, root); /* a one-node tree: plain autoregressive step */
         const ms_tree *tree = &tm.tree;
-        if (spec && p->cost_policy) {
-            if (!t->calibrated) MS_TRY_GOTO(s, calibrate(t, root), out);
-            ms_policy_prune(&tm.tree, &t->cost, &kept, kept_of, NULL);
-            st->pruned += tm.tree.n - kept.n;
-            if (kept.n == 1) st->plain_rounds++;
-            tree = &kept;
-        } else {
-            for (int64_t i = 0; i < tree->n; i++) kept_of[i] = (int32_t)i;
-        }
+        MS_TRY_GOTO(s, plan_verify(t, p, st, spec, root, &kept, kept_of, &tree), out);
         for (int64_t i = 0; i < tree->n; i++) pos[i] = (int32_t)(len0 + tree->depth[i]);
 
         uint64_t a = ms_now_ns();
@@ -508,20 +577,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             skip_model = ms_gate_next(&t->gate, ms_cost_ready(&t->cost) ? ms_cost_at(&t->cost, 1) : 0.0);
             st->skipped_rounds += skip_model;
         }
-        if (spec) {
-            st->spec_rounds++;
-            for (int64_t d = 1; d < n_path; d++) st->accepted_ge[d]++;
-            if (n_path - 1 > st->max_depth) st->max_depth = n_path - 1;
-            st->drafted += tree->n - 1;
-            if (tree->n - 1 > st->drafted_max) st->drafted_max = tree->n - 1;
-            st->vocab_sum += tm.stats.vocab_size;
-            if (tm.stats.vocab_size > st->vocab_max) st->vocab_max = tm.stats.vocab_size;
-            st->covered += tm.stats.covered;
-            st->emitted += tm.stats.emitted;
-            st->draft_backbone_s += (double)tm.stats.backbone_ns * 1e-9;
-            st->draft_head_s += (double)tm.stats.head_ns * 1e-9;
-            st->vocab_s += (double)tm.stats.vocab_ns * 1e-9;
-        }
+        if (spec) count_spec_round(st, tree->n, n_path, &tm.stats);
 
         int32_t out_ids[MS_TREE_MAX + 1];
         for (int64_t k = 1; k < n_path; k++) out_ids[k - 1] = tree->token[path[k]];
@@ -529,20 +585,11 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
         emit(&em, out_ids, n_path);
 
         if (draft && !em.done) {
-            for (int64_t k = 0; k < n_path; k++) {
-                ms_k_topk(t->logits + (int64_t)path[k] * V, V, p->k_ver, t->topk + k * p->k_ver, t->topv);
-                if (want_feats)
-                    memcpy(t->feats + k * t->d, ms_model_hidden(m) + (int64_t)path[k] * t->d,
-                           (size_t)t->d * sizeof(float));
-            }
             ms_msg_verify v = {.request_id = rid, .round = round, .n_path = n_path, .bonus = bonus,
                                .ver_topk = t->topk, .k_ver = p->k_ver, .skip_model = skip_model,
                                .features = want_feats ? t->feats : NULL, .feat_dim = want_feats ? t->d : 0};
             for (int64_t k = 0; k < n_path; k++) v.path[k] = kept_of[path[k]]; /* in the draft's tree */
-            uint64_t c0 = ms_now_ns();
-            ms_status ds = draft->accept(draft->ctx, &v);
-            port_ns = ms_now_ns() - c0;
-            if (ds < 0) drop_draft(&draft, st, rid, "accept", ds);
+            port_ns = send_verify(t, &draft, st, path, &v);
         }
         uint64_t c = ms_now_ns();
         st->verify_s += (double)(b - a) * 1e-9;
