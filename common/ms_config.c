@@ -104,7 +104,7 @@ static const cfg_key g_keys[] = {
              "(the paper's); context = prompt, then the emitted tokens; extension = top-K_pre, then C_draft + C_ver. "
              "The draft node refuses a value other than both unless vocab.mode is dynamic"),
     KEY_STR("vocab.artifact", K_PATH, vocab.artifact, "", 0,
-            "specvocab / dynaspec: the selector's artefact, built for the draft model (tools/specvocab_build.py); "
+            "specvocab / dynaspec: the selector's artefact, built for the draft model (tools/vocab/specvocab_build.py); "
             "the draft node refuses an artefact made for another model"),
     KEY_INT("vocab.specvocab_k", vocab.specvocab_k, 1024, 1, 1 << 24,
             "specvocab: top-k candidates per draft row at the first step (united over a level's rows)"),

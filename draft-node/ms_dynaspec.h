@@ -2,8 +2,8 @@
  * picks the top-k_c of M token clusters for each draft step, and the draft's
  * head runs over the union of their tokens.
  *
- * Offline (tools/dynaspec_cluster.py, tools/microspec-record,
- * tools/dynaspec_train.py): the vocabulary is partitioned by spherical
+ * Offline (tools/vocab/dynaspec_cluster.py, tools/microspec-record,
+ * tools/vocab/dynaspec_train.py): the vocabulary is partitioned by spherical
  * k-means on the L2-normalised LM-head rows; a two-layer MLP
  *     z = [e(x_t), h_{t-1}]                     [2d]
  *     s = W2 · relu(W1 · z + b1) + b2           [M]

@@ -3,7 +3,7 @@
  *     s = W_vocab · (W_down · h),  W_down [d', d] f32, W_vocab [V, d'],
  * d' ≪ d; the top-k ids of s per row, united over a step's rows, are the
  * candidates whose exact logits the draft's head computes (ms_vsel.h).
- * The artefact (tools/specvocab_build.py) is a GGUF with microspec.artifact =
+ * The artefact (tools/vocab/specvocab_build.py) is a GGUF with microspec.artifact =
  * "specvocab", the common KVs, specvocab.rank = d' and the tensors
  * specvocab.w_down (F32 [d', d]) and specvocab.w_vocab ([V, d'], F32 or Q8_0).
  */

@@ -40,7 +40,7 @@ ms_status ms_vsel_step(const ms_vsel *sel, ms_vocab *step, const ms_vocab *windo
 
 /* The file whose sha256 identifies a model path: the path itself when it is a
  * regular file (a GGUF), else path/model.safetensors (a Hugging Face folder).
- * The offline tools (tools/specvocab_build.py) use the same rule. */
+ * The offline tools (tools/vocab/specvocab_build.py) use the same rule. */
 ms_status ms_vsel_model_file(const char *model_path, char *out, size_t cap);
 
 /* Open an artefact and check that it belongs here: microspec.artifact ==

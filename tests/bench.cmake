@@ -1,5 +1,5 @@
-# The benchmark driver and report (tools/microspec_bench.sh,
-# tools/microspec_report.sh) on a reduced real set with MT-bench second turns,
+# The benchmark driver and report (tools/bench/microspec_bench.sh,
+# tools/bench/microspec_report.sh) on a reduced real set with MT-bench second turns,
 # an ablation row, a two-node cluster row and (without a GPU) a GPU row that
 # must be reported as skipped: every table row and column present, numbers
 # parse, AR speedup and accepted length 1.00, the summary agrees with the

@@ -1,5 +1,5 @@
-# The model-free coverage study (tools/microspec_coverage.c,
-# tools/coverage_report.sh): a hand-made case with exact answers (always), and
+# The model-free coverage study (tools/dev/microspec_coverage.c,
+# tools/dev/coverage_report.sh): a hand-made case with exact answers (always), and
 # the report script on a reduced real set checked for consistency and for real
 # PNG output (skipped without ../shared).
 ms_add_test(test_coverage test_coverage.c ARGS hand LABELS coverage TIMEOUT 60)

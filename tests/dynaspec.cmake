@@ -1,5 +1,5 @@
-# DynaSpec (issue 16; draft-node/ms_dynaspec.c, tools/dynaspec_*.py,
-# tools/microspec_record.c): k-means against a naive reference; the whole
+# DynaSpec (issue 16; draft-node/ms_dynaspec.c, tools/vocab/dynaspec_*.py,
+# tools/vocab/microspec_record.c): k-means against a naive reference; the whole
 # offline pipeline on a tiny GGUF with the C router forward and pick checked
 # against the training tool and a naive union, the wrong-model refusal and the
 # tools' --help (test_dynaspec.py); the same on the real Qwen2.5 0.5B draft

@@ -7,7 +7,7 @@ the sampling test (tests/test_spec_sampling.c).
 Losslessness may not depend on how good the router is: any cluster
 partition and any router weights must leave the sampled distribution the
 target's. So the test needs no trained router, only a valid artefact for
-its tiny Hugging Face model (tools/dynaspec_train.py reads GGUF drafts and
+its tiny Hugging Face model (tools/vocab/dynaspec_train.py reads GGUF drafts and
 their recorded states). Clusters: every id in cluster id mod M (each
 cluster non-empty when M <= V); w1, b1, w2, b2 normal(0, 1) from the seed.
 The file layout is the trainer's (draft-node/ms_dynaspec.h), with the

@@ -1,5 +1,5 @@
 # Model file formats: safetensors reader/writer, HF config.json, the llama2.c
-# converter and the random test-model maker (tools/microspec_mkmodel.c).
+# converter and the random test-model maker (tools/dev/microspec_mkmodel.c).
 ms_add_test(test_safetensors test_safetensors.c LABELS formats TIMEOUT 120)
 ms_add_test(test_hfconfig test_hfconfig.c LABELS formats)
 ms_add_test(test_convert test_convert.c LABELS formats TIMEOUT 120)

@@ -22,13 +22,13 @@ endforeach()
 # SpecVocab (issue 16): the C pick against a naive re-computation from the
 # artefact, artefacts for another model refused with the text checked, the
 # selection step's union with the window. Artefacts are built at test time by
-# tools/specvocab_build.py (python3 + numpy + gguf).
+# tools/vocab/specvocab_build.py (python3 + numpy + gguf).
 ms_add_test(test_specvocab test_specvocab.c LIBS ms_target ms_draft ms_protocol LABELS spec vocab TIMEOUT 300)
 target_sources(test_specvocab PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/spec_util.c)
 target_link_libraries(test_specvocab PRIVATE PkgConfig::JANSSON)
 add_dependencies(test_specvocab microspec-mkmodel)
-# The SVD of tools/specvocab_build.py against numpy's own SVD on a small seeded
+# The SVD of tools/vocab/specvocab_build.py against numpy's own SVD on a small seeded
 # head, the artefact's KVs, Q8_0 against F32, bad arguments refused.
 add_test(NAME test_specvocab_build COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_specvocab_build.py
-         ${CMAKE_SOURCE_DIR}/tools/specvocab_build.py)
+         ${CMAKE_SOURCE_DIR}/tools/vocab/specvocab_build.py)
 set_tests_properties(test_specvocab_build PROPERTIES LABELS "spec;vocab" TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -98,7 +98,7 @@ ms_status spec_convert_stories(const char *root, char *dir, size_t cap) {
 ms_status spec_specvocab_build(const char *model, const char *out, int64_t rank) {
     char r[24];
     snprintf(r, sizeof r, "%lld", (long long)rank);
-    const char *argv[] = {"/usr/bin/env", "python3", MS_SOURCE_DIR "/tools/specvocab_build.py", "--model", model,
+    const char *argv[] = {"/usr/bin/env", "python3", MS_SOURCE_DIR "/tools/vocab/specvocab_build.py", "--model", model,
                           "--out", out, "--rank", r, NULL};
     int rc = spec_spawn(argv);
     if (rc != 0) MS_FAIL(MS_ERR_IO, "specvocab_build.py --model %s --out %s: exit %d", model, out, rc);

@@ -42,7 +42,7 @@ ms_status spec_mkeagle(const char *root, const char *name, const char *target, c
  * (no message) when the shared model is absent. */
 ms_status spec_convert_stories(const char *root, char *dir, size_t cap);
 
-/* tools/specvocab_build.py --model model --out out --rank rank (python3; w_vocab
+/* tools/vocab/specvocab_build.py --model model --out out --rank rank (python3; w_vocab
  * Q8_0 when rank % 32 == 0, else F32): a SpecVocab artefact for model. */
 ms_status spec_specvocab_build(const char *model, const char *out, int64_t rank);
 /* tests/dynaspec_random.py: a DynaSpec artefact with a seeded random router

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_bench.sh BUILD_DIR SHARED_DIR — the reduced benchmark run
-# (tools/microspec_bench.sh + tools/microspec_report.sh) on stories260K:
+# (tools/bench/microspec_bench.sh + tools/bench/microspec_report.sh) on stories260K:
 # 2 questions per category, 24 new tokens per turn, MT-bench with both turns,
 # the configurations every table and figure needs: AR, dynamic W_max 32 and
 # 128, static K=64, an ablation row (indexed LM head), the two-node cluster
@@ -56,7 +56,7 @@ if has --lm-head; then ran+=("dynamic W_max=128 indexed"); else skipped+=("dynam
 n_cfg=${#ran[@]}
 
 out=$work/out
-MS_BUILD_DIR=$build MS_SHARED_DIR=$shared "$src/tools/microspec_bench.sh" --out "$out" --configs "$work/configs.txt" \
+MS_BUILD_DIR=$build MS_SHARED_DIR=$shared "$src/tools/bench/microspec_bench.sh" --out "$out" --configs "$work/configs.txt" \
   --model "$work/model" --max-chars 600 --per-category "$per_cat" --max-new-sb "$n_tok" --max-new-he "$n_tok" \
   --turns 2 2>"$work/err"
 rc=$?
@@ -71,7 +71,7 @@ cfg=$(cat "$out"/logs/*-cluster.cfg 2>/dev/null)
 grep -qE '^target = \{.* threads = 1;' <<<"$cfg" && grep -qE '^draft = \{.* threads = 2;' <<<"$cfg"
 check $? "threads=1:2 did not reach the cluster config: $cfg"
 printf 'x|--chain|threads=1:1\n' >"$work/bad.txt"
-MS_BUILD_DIR=$build "$src/tools/microspec_bench.sh" --out "$work/bad" --configs "$work/bad.txt" --model "$work/model" \
+MS_BUILD_DIR=$build "$src/tools/bench/microspec_bench.sh" --out "$work/bad" --configs "$work/bad.txt" --model "$work/model" \
   2>"$work/bad.err" >/dev/null
 [ $? != 0 ] && grep -q "threads= needs placement=cluster" "$work/bad.err"
 check $? "threads= without placement=cluster not refused: $(tail -2 "$work/bad.err")"

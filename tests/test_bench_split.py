@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Spec-Bench's training split (tools/microspec_bench_prompts.c) against an
+"""Spec-Bench's training split (tools/bench/microspec_bench_prompts.c) against an
 independent rule written here: the last quarter of each source category, in
 file order, is training; every other question is evaluation.
 

@@ -48,7 +48,7 @@ check() { # check NAME CMD...
 }
 msg=""
 n=0
-for s in "$MS_SOURCE_DIR"/tools/*.sh "$MS_SOURCE_DIR"/cluster/*.sh; do
+for s in "$MS_SOURCE_DIR"/tools/*.sh "$MS_SOURCE_DIR"/tools/*/*.sh "$MS_SOURCE_DIR"/cluster/*.sh; do
   check "$(basename "$s")" bash "$s"
   n=$((n + 1))
 done

@@ -1,5 +1,5 @@
-/* test_coverage — microspec-coverage (tools/microspec_coverage.c) and
- * tools/coverage_report.sh.
+/* test_coverage — microspec-coverage (tools/dev/microspec_coverage.c) and
+ * tools/dev/coverage_report.sh.
  *
  *   test_coverage hand  a hand-made 20-token case in ids mode: exact dynamic
  *                       coverage and mean |I| for W_max ∈ {2, 4, 32} and exact
@@ -289,7 +289,7 @@ static void check_study(const row *rows, int n, const char *tok) {
 static void test_data(const char *dir) {
     char cmd[4096], path[600];
     snprintf(cmd, sizeof cmd,
-             "MS_BUILD_DIR='%s' MS_SHARED_DIR='%s' bash '%s/tools/coverage_report.sh' '%s/out' "
+             "MS_BUILD_DIR='%s' MS_SHARED_DIR='%s' bash '%s/tools/dev/coverage_report.sh' '%s/out' "
              "--max-per-category 3 --w-max 1024,4096 --k 1024,4096",
              MS_BUILD_DIR, MS_SHARED_DIR, MS_SOURCE_DIR, dir);
     CHECK(run(cmd) == 0, "coverage_report.sh failed");

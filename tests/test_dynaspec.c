@@ -1,5 +1,5 @@
 /* test_dynaspec — the C side of DynaSpec (draft-node/ms_dynaspec.c) against
- * the training tool (tools/dynaspec_train.py) and a naive re-computation.
+ * the training tool (tools/vocab/dynaspec_train.py) and a naive re-computation.
  *
  *   test_dynaspec ARTEFACT MODEL DUMP     checks below; exit 0 / 1
  *   test_dynaspec --load ARTEFACT MODEL   load only: exit 0 loaded, 1 refused

@@ -33,6 +33,7 @@ except ImportError:
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(HERE)
 TOOLS = os.path.join(SRC, "tools")
+VOCAB_TOOLS = os.path.join(TOOLS, "vocab")  # the artefact builders
 sys.path.insert(0, HERE)
 import test_gguf_bad_model as tiny  # noqa: E402  (the tiny qwen2 writer)
 
@@ -68,7 +69,7 @@ def check_chains(record, model, rec, corpus, n, win, tmp):
     chain c of the first window starts at p = S(c+1) − 1 with prev = h_p (the
     window record p + 1's prev) and tok = the argmax at p (window record p's
     top[0]); inside a chain each tok is the step before's argmax."""
-    sys.path.insert(0, TOOLS)
+    sys.path.insert(0, VOCAB_TOOLS)
     import dynaspec_common as dc
     D, S = 3, 8
     rc_path = os.path.join(tmp, "chains.rec")
@@ -97,8 +98,8 @@ def main():
     build, which = os.path.abspath(sys.argv[1]), sys.argv[2]
     record = os.path.join(build, "tools", "microspec-record")
     ctest = os.path.join(build, "tests", "test_dynaspec")
-    cluster = [sys.executable, os.path.join(TOOLS, "dynaspec_cluster.py")]
-    train = [sys.executable, os.path.join(TOOLS, "dynaspec_train.py")]
+    cluster = [sys.executable, os.path.join(VOCAB_TOOLS, "dynaspec_cluster.py")]
+    train = [sys.executable, os.path.join(VOCAB_TOOLS, "dynaspec_train.py")]
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)
         # --help: usage on stdout, exit 0, no work (no file appears)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/dynaspec_cluster.py's spherical k-means against a naive reference.
+"""tools/vocab/dynaspec_cluster.py's spherical k-means against a naive reference.
 
 The reference below is plain Python loops over lists (float64), written from
 the algorithm in the tool's docstring: the same initial rows
@@ -20,7 +20,7 @@ except ImportError:
     print("SKIP: numpy not importable")
     sys.exit(77)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "vocab"))
 import dynaspec_cluster as dcl  # noqa: E402
 
 

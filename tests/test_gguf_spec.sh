@@ -4,9 +4,9 @@
 # MicroSpec window), tree and chain, and under the draft policies (the
 # confidence stop --draft-p-min, adaptive depth --draft-adaptive), and issue
 # 16's per-step modes: specvocab, specvocab+window (the artefact built here by
-# tools/specvocab_build.py for the model whose head drafts), dynaspec and
-# dynaspec+window (a small artefact made here: tools/dynaspec_cluster.py,
-# microspec-record on ../shared/corpus, tools/dynaspec_train.py) and the static
+# tools/vocab/specvocab_build.py for the model whose head drafts), dynaspec and
+# dynaspec+window (a small artefact made here: tools/vocab/dynaspec_cluster.py,
+# microspec-record on ../shared/corpus, tools/vocab/dynaspec_train.py) and the static
 # list under the position-aware budget.
 #
 #   test_gguf_spec.sh BUILD_DIR gemma|qwen [N_PROMPTS] [N_TOKENS]
@@ -68,15 +68,15 @@ if [ ! -f "${corpus[0]}" ]; then
   corpus=("$tmp/corpus.txt")
 fi
 "$build/tools/microspec-freqlist" --tokenizer "$file" --k 32768 --out "$tmp/static.list" "${corpus[@]}" 2>/dev/null
-python3 "$src/tools/specvocab_build.py" --model "$(bash "$src/tools/install-models.sh" --path "$head_model")" \
+python3 "$src/tools/vocab/specvocab_build.py" --model "$(bash "$src/tools/install-models.sh" --path "$head_model")" \
   --out "$tmp/specvocab.gguf" 2>"$tmp/specvocab.err" || { tail -5 "$tmp/specvocab.err" >&2; exit 1; }
 # DynaSpec: a small artefact for the head model (clusters, recorded states,
 # router): quality does not matter here, only that any pick stays lossless.
 head_file=$(bash "$src/tools/install-models.sh" --path "$head_model")
-{ python3 "$src/tools/dynaspec_cluster.py" --model "$head_file" --out "$tmp/clusters.npz" --clusters 256 --iters 4 &&
+{ python3 "$src/tools/vocab/dynaspec_cluster.py" --model "$head_file" --out "$tmp/clusters.npz" --clusters 256 --iters 4 &&
   "$build/tools/microspec-record" --model "$head_file" --out "$tmp/states.rec" --max-positions 2048 --window 256 \
     "${corpus[@]}" &&
-  python3 "$src/tools/dynaspec_train.py" --model "$head_file" --clusters "$tmp/clusters.npz" --records "$tmp/states.rec" \
+  python3 "$src/tools/vocab/dynaspec_train.py" --model "$head_file" --clusters "$tmp/clusters.npz" --records "$tmp/states.rec" \
     --out "$tmp/dynaspec.gguf" --epochs 2; } 2>"$tmp/dynaspec.err" || { tail -5 "$tmp/dynaspec.err" >&2; exit 1; }
 
 gen() { # NAME ARGS... → $tmp/NAME.jsonl (ids), $tmp/NAME.stats (one line per prompt)

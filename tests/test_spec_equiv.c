@@ -31,7 +31,7 @@
  * Issue 16's modes run after the plain ones in the stories260K and llama
  * groups (their first drafts, the 10/5/60 tree and the chain): SpecVocab
  * alone and ∪ the window (the artefact built at test time by
- * tools/specvocab_build.py for the draft's head model: rank 16 F32 for
+ * tools/vocab/specvocab_build.py for the draft's head model: rank 16 F32 for
  * stories, rank 32 Q8_0 for llama), and the static list under a
  * position-aware budget (R = 0.5, K_min = 8).
  *

@@ -4,7 +4,7 @@
  *  1. ms_sha256_file against the FIPS 180-2 vector ("abc") and against the
  *     hash Python's hashlib wrote into an artefact (microspec.model_sha256).
  *  2. The pick against a naive re-computation written here: artefacts built by
- *     tools/specvocab_build.py for a seeded random model (rank 8, F32 w_vocab,
+ *     tools/vocab/specvocab_build.py for a seeded random model (rank 8, F32 w_vocab,
  *     and rank 32, Q8_0 w_vocab, dequantized with the reference
  *     ms_q_dequant_ref), s = W_vocab·(W_down·h) in double, top-k(depth) per row
  *     (k(l) = max(k_min, ⌊k·R^l⌋) written out here), union over the rows: the

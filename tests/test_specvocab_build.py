@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_specvocab_build.py — tools/specvocab_build.py against a naive reference.
+"""test_specvocab_build.py — tools/vocab/specvocab_build.py against a naive reference.
 
 A seeded head W [V=300, d=48] with a decaying spectrum is written as a Hugging
 Face folder (model.safetensors, lm_head.weight F32, and once F16). The tool's
@@ -139,7 +139,7 @@ def check_chain_pairs():
 
 
 def write_records(path, sha, W, Bt, L, windows, T, rng):
-    """microspec-record's format (tools/microspec_record.c): windows of T
+    """microspec-record's format (tools/vocab/microspec_record.c): windows of T
     positions; position t holds tok, top-L(W h_t) and prev = h_{t-1}."""
     V, d = W.shape
     recs = bytearray()

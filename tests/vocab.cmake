@@ -1,5 +1,5 @@
 # Draft vocabulary modes (draft-node/ms_vocab.*, DESIGN.md §5) and the static
-# list builder (tools/microspec_freqlist.c): the dynamic window against a naive
+# list builder (tools/vocab/microspec_freqlist.c): the dynamic window against a naive
 # recomputation, V-independence of its work, static lists, rows agreement.
 ms_add_test(test_vocab_dynamic test_vocab_dynamic.c LIBS ms_draft LABELS vocab TIMEOUT 300)
 ms_add_test(test_vocab_work test_vocab_work.c LIBS ms_draft LABELS vocab TIMEOUT 300)

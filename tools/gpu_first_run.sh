@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu_first_run.sh — everything a lent GPU machine should do in one call, from
-# the pack tools/gpu_pack.sh made (.gpu/, carried by the run tool):
+# the pack tools/dev/gpu_pack.sh made (.gpu/, carried by the run tool):
 #
 #   1. model-weights inventory (Hugging Face caches, models--* folders, every
 #      *.safetensors / *.gguf / *.bin (and *.pt *.pth *.ckpt *.onnx) over 1 MiB
@@ -231,7 +231,7 @@ setup_pack() {
 
 setup_source() {
   banner "0. FALLBACK: .gpu/ is absent — building from source"
-  local msg="no .gpu/ pack: run tools/gpu_pack.sh on the dev machine and carry .gpu. Building from source instead, \
+  local msg="no .gpu/ pack: run tools/dev/gpu_pack.sh on the dev machine and carry .gpu. Building from source instead, \
 which needs libzmq, msgpack, libconfig, jansson, pcre2, utf8proc, openblas and microhttpd: this GPU image has none \
 of them, so the configure step is EXPECTED TO FAIL here."
   echo "$msg"
@@ -245,7 +245,7 @@ of them, so the configure step is EXPECTED TO FAIL here."
     -DMS_SHARED_DIR:STRING=.gpu/shared >"$work/configure.log" 2>&1; then
     grep -E 'not found|No package|Could NOT|Error' "$work/configure.log" | head -n 12
     addlog "fallback configure" "$work/configure.log"
-    row build configure FAILED "missing Debian libraries (expected: pack with tools/gpu_pack.sh)"
+    row build configure FAILED "missing Debian libraries (expected: pack with tools/dev/gpu_pack.sh)"
     return
   fi
   if ! cmake --build "$b" -j"$(nproc)" >"$work/build.log" 2>&1; then

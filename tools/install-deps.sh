@@ -28,7 +28,7 @@ packages=(
   python3 python3-pip               # test helpers and report scripts; pip for the openai client (below)
   curl iproute2                     # integration tests
   prometheus                        # promtool check metrics on /metrics (~19 MB; the server is not started)
-  gnuplot-nox                       # PNG plots of results/coverage (tools/coverage_report.sh)
+  gnuplot-nox                       # PNG plots of results/coverage (tools/dev/coverage_report.sh)
   slurm-wlm munge                   # cluster/slurm/ (a pair as a heterogeneous job); test_cluster_slurm runs a private Slurm
   nginx                             # cluster/front/ (many pairs behind one endpoint); test_cluster_front
 )
@@ -43,7 +43,7 @@ done
 # Python packages the tests use (pip, for the user running this): the official
 # OpenAI client (tests/integration/test_cluster_openai.sh); ggml's `gguf`
 # reader and numpy (the GGUF golden checks, the float64 reference forward and
-# tools/specvocab_build.py, which writes the SpecVocab artefacts);
+# tools/vocab/specvocab_build.py, which writes the SpecVocab artefacts);
 # Hugging Face's tokenizers (Gemma's tokenizer.json as an independent reference);
 # msgpack, the independent reader of the wire goldens (tests/test_wire_golden.py);
 # kubernetes-validate, the offline schema check of cluster/k8s/ (test_k8s_manifests).

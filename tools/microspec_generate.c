@@ -82,7 +82,7 @@ static void usage(FILE *f) {
             "                         specvocab | specvocab+window | dynaspec | dynaspec+window\n"
             "                         (per-step candidates from --vocab-artifact, +window: ∪ the window)\n"
             "      --vocab-artifact F specvocab / dynaspec: the artefact built for the draft model\n"
-            "                         (tools/specvocab_build.py); refused for another model\n"
+            "                         (tools/vocab/specvocab_build.py); refused for another model\n"
             "      --specvocab-k N    specvocab: candidates per row at the first step (default 1024)\n"
             "      --vocab-budget-decay R  position-aware budget: depth l uses max(K_MIN, floor(K*R^l))\n"
             "                         (static: the first ids of the list; specvocab: per row); 1 = off\n"

@@ -8,7 +8,7 @@
 # MS_WERROR=ON (set by CI) turns warnings into errors.
 #
 # No test is run twice, except the one named below (--retry of
-# tools/ctest_account.py), and a test that needed its rerun is printed as
+# tools/dev/ctest_account.py), and a test that needed its rerun is printed as
 # FLAKY. Every stage is counted; the output ends with the passed, failed and
 # skipped counts of each stage and every skipped test with its reason. A skip
 # is allowed only for the GPU tests (label cuda) on a machine without a GPU,
@@ -41,7 +41,7 @@ stage() {
   shift 2
   rm -f "$junit"
   env "$@" ctest --test-dir "$dir" --output-on-failure -j"$jobs" --output-junit "$junit" || true
-  env "$@" python3 tools/ctest_account.py --build "$dir" --junit "$junit" --stage "$name" "${retry[@]}" \
+  env "$@" python3 tools/dev/ctest_account.py --build "$dir" --junit "$junit" --stage "$name" "${retry[@]}" \
     --summary "$summary" || red=1
 }
 
@@ -55,16 +55,16 @@ stage release "$root/build/test-release"
 # The ARM NEON kernels: an aarch64 cross build of test_qdot under qemu user
 # mode, with and without dotprod / i8mm (about 2 minutes; exit 77 where the
 # cross compiler or qemu cannot be installed: reported, not failed).
-echo "== test.sh: aarch64 kernels under qemu (tools/test-arm.sh) ==" >&2
+echo "== test.sh: aarch64 kernels under qemu (tools/dev/test-arm.sh) ==" >&2
 arm_rc=0
-bash tools/test-arm.sh || arm_rc=$?
+bash tools/dev/test-arm.sh || arm_rc=$?
 if [ "$arm_rc" = 77 ]; then
-  echo "aarch64 (tools/test-arm.sh): skipped: cross compiler or qemu not installable" >>"$summary"
+  echo "aarch64 (tools/dev/test-arm.sh): skipped: cross compiler or qemu not installable" >>"$summary"
 elif [ "$arm_rc" != 0 ]; then
-  echo "aarch64 (tools/test-arm.sh): FAILED (exit $arm_rc)" >>"$summary"
+  echo "aarch64 (tools/dev/test-arm.sh): FAILED (exit $arm_rc)" >>"$summary"
   red=1
 else
-  echo "aarch64 (tools/test-arm.sh): passed" >>"$summary"
+  echo "aarch64 (tools/dev/test-arm.sh): passed" >>"$summary"
 fi
 
 echo "== test.sh: sanitizer + fuzz build (clang, ASan + UBSan) ==" >&2

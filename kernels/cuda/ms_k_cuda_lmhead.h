@@ -82,7 +82,7 @@ ms_status ms_k_cuda_static_rows_new(const ms_k_ops *ops, const void *W, int64_t 
 ms_status ms_k_cuda_slots_to_ids(const ms_k_ops *ops, int32_t *ids, const int32_t *slots, int64_t n,
                                  const int32_t *id_of, int64_t n_slots, const int32_t *n_active);
 
-/* ---- benchmark helpers (tools/microspec_gpu_bench.c) ---------------------- */
+/* ---- benchmark helpers (tools/bench/microspec_gpu_bench.c) ---------------------- */
 
 /* x[i] = lo + (hi − lo)·u_i, i < n, in the table's act dtype, u_i ∈ [0, 1) a
  * hash of (seed, i): the same seed gives the same values on every device.

@@ -110,7 +110,7 @@ def embed_rows(tool, reader, path):
     return Rows(t)
 
 
-# ---- recorded draft states (microspec-record; format in tools/microspec_record.c) ----
+# ---- recorded draft states (microspec-record; format in tools/vocab/microspec_record.c) ----
 REC_MAGIC = b"MSDSREC1"
 REC_HEADER = 128
 

@@ -1,6 +1,6 @@
 /* microspec-record — record a draft model's states teacher-forced over corpus
  * text, the training data of the DynaSpec router (issue 16,
- * tools/dynaspec_train.py; draft-node/ms_dynaspec.h).
+ * tools/vocab/dynaspec_train.py; draft-node/ms_dynaspec.h).
  *
  * Each corpus file is tokenised with the model's own tokenizer (a prefix of
  * the file: about 16 bytes per wanted position, cut at a line break) and cut
@@ -27,7 +27,7 @@
  * --layers N records a layerskip draft: the model's first N layers, its
  * final norm and head (draft.kind = "layerskip"); the sha256 is the file's.
  *
- * File format (little-endian), read by tools/dynaspec_common.py:
+ * File format (little-endian), read by tools/vocab/dynaspec_common.py:
  *   header, 128 bytes:
  *     [0, 8)    magic "MSDSREC1"
  *     [8, 24)   u32 version (1), u32 d, u32 L, u32 D (chain length; 0: windows)
@@ -61,8 +61,8 @@ static void usage(FILE *f) {
             "tokens) and writes, for each position t, the token x_t, the previous\n"
             "position's final-norm hidden state h_{t-1} (zeros at a window's start) and\n"
             "the full LM head's top-L ids at t: the DynaSpec router's inputs and targets\n"
-            "(tools/dynaspec_train.py). The format is described at the top of\n"
-            "tools/microspec_record.c. Use ../shared/corpus only: never the evaluation\n"
+            "(tools/vocab/dynaspec_train.py). The format is described at the top of\n"
+            "tools/vocab/microspec_record.c. Use ../shared/corpus only: never the evaluation\n"
             "prompts (Spec-Bench, HumanEval). Progress goes to stderr.\n"
             "\n"
             "  -m, --model FILE         the draft model (GGUF)\n"

@@ -5,7 +5,7 @@
 # sync and overlap. Prints a Markdown table and writes it to
 # build/bench/cluster-report.md. Outside CI (minutes).
 #
-#   tools/bench_cluster.sh [N prompts (default 20)] [max new tokens (default 128)]
+#   tools/bench/bench_cluster.sh [N prompts (default 20)] [max new tokens (default 128)]
 #
 # Model: stories260K (real weights), layerskip draft of L layers (DRAFT_LAYERS,
 # default 4), dynamic vocabulary W_max 256, tree 4/4/16 (TREE="k depth total").
@@ -19,7 +19,7 @@ for a in "$@"; do
     -*) echo "bench_cluster.sh: unknown option $a (see --help)" >&2; exit 2 ;;
   esac
 done
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 n=${1:-20} max_new=${2:-128}
 L=${DRAFT_LAYERS:-4}
 read -r tk td tt <<<"${TREE:-4 4 16}"
@@ -40,7 +40,7 @@ md=$out/cluster-report.md
   echo "# The link's cost and the pipelines: stories260K, layerskip L=$L, dynamic W_max 256, tree $tk/$td/$tt"
   echo
   echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); date: $(date -u +%F); commit: $(git -C "$root" rev-parse --short HEAD)"
-  echo "command: tools/bench_cluster.sh $n $max_new (first $n Spec-Bench prompts, greedy, max $max_new new tokens; tokens/s = mean over prompts of new tokens / wall time incl. prefill, as the target measures it)"
+  echo "command: tools/bench/bench_cluster.sh $n $max_new (first $n Spec-Bench prompts, greedy, max $max_new new tokens; tokens/s = mean over prompts of new tokens / wall time incl. prefill, as the target measures it)"
   echo
   echo "| placement | pipeline | link per round, median µs | p99 µs | tokens/s | mean accepted length |"
   echo "|---|---|---|---|---|---|"

@@ -18,8 +18,8 @@
 # side by side. On a 2-core x86 VM (qemu 7.2): build 5 s, -cpu max 105-111 s,
 # -cpu cortex-a57 46 s alone, 72 s beside the other; about 2 minutes in all.
 #
-#   tools/test-arm.sh [--build-dir DIR]     (default: a temporary folder, removed after)
-#   CROSS_CC=aarch64-linux-gnu-gcc QEMU=qemu-aarch64 tools/test-arm.sh
+#   tools/dev/test-arm.sh [--build-dir DIR]     (default: a temporary folder, removed after)
+#   CROSS_CC=aarch64-linux-gnu-gcc QEMU=qemu-aarch64 tools/dev/test-arm.sh
 set -euo pipefail
 # --help prints the header above; an unknown option is refused (exit 2).
 build_dir=""
@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 timeout_s=${MS_ARM_TIMEOUT:-600}
 cc=${CROSS_CC:-aarch64-linux-gnu-gcc}
 

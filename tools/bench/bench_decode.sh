@@ -2,7 +2,7 @@
 # Decode speed of stories260K, single-threaded greedy, as llama2.c's run.c is
 # usually measured (BOS + "Once upon a time", 256 positions). Prints each run
 # and the median; writes results to build/bench/decode.csv.
-#   tools/bench_decode.sh [runs]   (default 15)
+#   tools/bench/bench_decode.sh [runs]   (default 15)
 # With LLAMA2C_RUN=/path/to/run (llama2.c's run.c built with gcc -O3, taking
 # CHECKPOINT TOKENIZER PROMPT; not part of this project), each run of ours is
 # followed by one of the baseline on the same machine, and both medians print.
@@ -14,7 +14,7 @@ for a in "$@"; do
     -*) echo "bench_decode.sh: unknown option $a (see --help)" >&2; exit 2 ;;
   esac
 done
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 runs=${1:-15}
 build=${MS_BUILD_DIR:-$root/build/release} # one build folder: what tools/demo.sh builds
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -8,7 +8,7 @@
 # every answer's text must equal the target-alone answer. Prints a Markdown
 # table and writes it to --out. Needs root (ip netns) and 2 cores. Minutes.
 #
-#   tools/bench_twohosts.sh [--prompts N] [--tokens N] [--passes N] [--draft-kind K] [--out FILE]
+#   tools/bench/bench_twohosts.sh [--prompts N] [--tokens N] [--passes N] [--draft-kind K] [--out FILE]
 #
 #   --prompts N      HumanEval chats (default 5: the first N of the set)
 #   --tokens N       max new tokens per answer (default 192)
@@ -24,7 +24,7 @@
 # settings). MS_BUILD_DIR: the build (default build/release); MS_ISA caps the
 # kernels of both nodes (e.g. avx2).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 n=5 tok=192 passes=2 kind=lm+ngram out=$root/build/bench/twohosts.md
 die() { echo "bench_twohosts: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do

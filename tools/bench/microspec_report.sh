@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # microspec_report.sh DIR [--coverage COVDIR] — renders what
-# tools/microspec_bench.sh wrote in DIR (summary.jsonl, configs.tsv,
+# tools/bench/microspec_bench.sh wrote in DIR (summary.jsonl, configs.tsv,
 # meta.txt, skipped.tsv) as one document, DIR/report.md:
 #   - the paper's layout (rows = methods; columns MT Conv RAG Math QA Summ
 #     Code, then Avg speed, speedup over the first configuration and Avg
@@ -22,7 +22,7 @@
 # Configurations that were skipped (no GPU, a flag the binary lacks) are
 # listed as skipped, never as run.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 case "${1:-}" in
   -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   "") echo "usage: microspec_report.sh DIR [--coverage COVDIR] (see --help)" >&2; exit 2 ;;
@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 for f in summary.jsonl configs.tsv meta.txt; do
-  [ -r "$dir/$f" ] || { echo "microspec_report: $dir/$f missing (run tools/microspec_bench.sh first)" >&2; exit 1; }
+  [ -r "$dir/$f" ] || { echo "microspec_report: $dir/$f missing (run tools/bench/microspec_bench.sh first)" >&2; exit 1; }
 done
 command -v python3 >/dev/null || { echo "microspec_report: python3 not found" >&2; exit 1; }
 gnuplot=""
@@ -425,7 +425,7 @@ P("")
 cov_md = os.path.join(cov_dir, "coverage.md")
 if os.path.exists(cov_md):
     rel = os.path.relpath(os.path.abspath(cov_dir), os.path.abspath(d))
-    P("Included from [`%s`](%s) (tools/coverage_report.sh); its own machine, date, commit and command follow." %
+    P("Included from [`%s`](%s) (tools/dev/coverage_report.sh); its own machine, date, commit and command follow." %
       (os.path.join(rel, "coverage.md"), os.path.join(rel, "coverage.md")))
     P("")
     lines = open(cov_md, encoding="utf-8").read().splitlines()
@@ -436,7 +436,7 @@ if os.path.exists(cov_md):
         P("![%s](%s)" % (png[:-4], os.path.join(rel, png)))
         P("")
 else:
-    P("Not found at `%s` (run tools/coverage_report.sh)." % cov_dir)
+    P("Not found at `%s` (run tools/dev/coverage_report.sh)." % cov_dir)
     P("")
 
 with open(os.path.join(d, "report.md.tmp"), "w", encoding="utf-8") as f:

@@ -1,5 +1,5 @@
 /* microspec-bench-prompts — picks the prompts of one benchmark run
- * (tools/microspec_bench.sh): the first N questions of each paper category,
+ * (tools/bench/microspec_bench.sh): the first N questions of each paper category,
  * in the paper's column order, preceded by the warm-up copies of the first
  * question. Writes a JSON-lines prompt file that microspec-generate
  * --prompts-jsonl reads ({"turns": [text]}) and a manifest (TSV: index,

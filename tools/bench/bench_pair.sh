@@ -4,7 +4,7 @@
 # HumanEval tasks as ChatML chats, greedy, a fixed number of new tokens
 # (--ignore-eos everywhere, so every engine decodes exactly as many).
 #
-#   tools/bench_pair.sh [--prompts N] [--tokens N] [--threads N] [--out FILE]
+#   tools/bench/bench_pair.sh [--prompts N] [--tokens N] [--threads N] [--out FILE]
 #                       [--llama-draft "3 5 8"] [--llama-spec "TYPE[:K] ..."]
 #                       [--configs FILE] [--llama-extra ARGS]
 #
@@ -46,7 +46,7 @@
 # tools/build-llamacpp.sh build), MS_SHARED_DIR (default ../shared).
 set -euo pipefail
 usage() { sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 n_prompts=3 tokens=192 threads=2 out="" llama_draft="3 5 8" llama_spec="" configs="" llama_extra=""
 while [ $# -gt 0 ]; do
@@ -183,7 +183,7 @@ mean() { awk "BEGIN { printf \"%.2f\", ${sum[$1]:-0} / ${cnt[$1]:-1} }"; }
 {
   echo "# The real pair on this CPU, beside llama.cpp: Qwen2.5-Coder 1.5B target, 0.5B draft"
   echo
-  echo "- Command: \`tools/bench_pair.sh --prompts $n_prompts --tokens $tokens --threads $threads\` (MS_BUILD_DIR=$build)"
+  echo "- Command: \`tools/bench/bench_pair.sh --prompts $n_prompts --tokens $tokens --threads $threads\` (MS_BUILD_DIR=$build)"
   echo "- Machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $threads threads;" \
     "$(date -u +%Y-%m-%dT%H:%MZ); commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' + uncommitted changes')"
   echo "- Prompts: the first $n_prompts HumanEval tasks as ChatML chats (Qwen's default system line), greedy," \

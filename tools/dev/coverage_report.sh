@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # coverage_report.sh [OUT_DIR [extra microspec-coverage options...]]
 #
-# The model-free coverage study (tools/microspec_coverage.c): Qwen3 and
+# The model-free coverage study (tools/dev/microspec_coverage.c): Qwen3 and
 # Llama-3 tokenizers over the Spec-Bench prompts that have references and
 # HumanEval, context-only dynamic window vs static top-K corpus lists.
 # Writes OUT_DIR (default results/coverage): coverage.md (header with the
@@ -20,7 +20,7 @@ case "${1:-}" in
   -*) echo "coverage_report.sh: unknown option $1 (see --help; OUT_DIR comes first)" >&2; exit 2 ;;
 esac
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 out=${1:-results/coverage}
 [ $# -gt 0 ] && shift
@@ -71,7 +71,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -
   echo "- Machine: $(uname -n), $(uname -sm), ${cpu:-unknown CPU}, $(nproc) cores"
   echo "- Date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "- Commit: $commit"
-  echo "- Command: \`${MS_BUILD_DIR:+MS_BUILD_DIR=$MS_BUILD_DIR }${MS_SHARED_DIR:+MS_SHARED_DIR=$MS_SHARED_DIR }tools/coverage_report.sh $out${*:+ $*}\`, which ran (in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s):"
+  echo "- Command: \`${MS_BUILD_DIR:+MS_BUILD_DIR=$MS_BUILD_DIR }${MS_SHARED_DIR:+MS_SHARED_DIR=$MS_SHARED_DIR }tools/dev/coverage_report.sh $out${*:+ $*}\`, which ran (in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s):"
   echo
   echo '```'
   sep=""

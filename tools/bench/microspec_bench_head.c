@@ -1,5 +1,5 @@
 /* microspec-bench-head — the draft LM head at real shapes with a GGUF model's
- * real weights (issue 13, tools/ms_bench_head.c): full head vs a static list
+ * real weights (issue 13, tools/bench/ms_bench_head.c): full head vs a static list
  * vs MicroSpec dynamic windows, rows kept in the head's block format, 8-bit
  * activations, window gathers included. Prints a markdown table on stdout. */
 #include <getopt.h>

@@ -4,7 +4,7 @@
 # vocabularies, tree and chain. Writes build/bench/spec-<model>.md (a table)
 # and the per-prompt JSON lines beside it; prints the table.
 #
-#   tools/bench_spec.sh [N prompts (default 40)] [max new tokens (default 128)]
+#   tools/bench/bench_spec.sh [N prompts (default 40)] [max new tokens (default 128)]
 #
 # Runs outside CI (minutes). The machine, date and commit go into the file.
 set -euo pipefail
@@ -15,7 +15,7 @@ for a in "$@"; do
     -*) echo "bench_spec.sh: unknown option $a (see --help)" >&2; exit 2 ;;
   esac
 done
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 n=${1:-40}
 max_new=${2:-128}
 build=${MS_BUILD_DIR:-$root/build/release} # one build folder: what tools/demo.sh builds
@@ -76,7 +76,7 @@ md=$out/spec-report.md
   echo "# Speculative decoding on CPU: first $n Spec-Bench prompts"
   echo
   echo "machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); date: $(date -u +%F); commit: $(git -C "$root" rev-parse --short HEAD)"
-  echo "command: tools/bench_spec.sh $n $max_new (greedy, max $max_new new tokens, single thread, tokens/s = mean over prompts of new tokens / wall time incl. prefill)"
+  echo "command: tools/bench/bench_spec.sh $n $max_new (greedy, max $max_new new tokens, single thread, tokens/s = mean over prompts of new tokens / wall time incl. prefill)"
 } | tee "$md"
 
 tag=s260

@@ -1,7 +1,7 @@
 /* ms_bench_head.h — the draft LM head at real shapes with real weights
  * (issue 13): the head over full / static / dynamic-window rows of a GGUF
  * model's typed head, as a draft runs it (8-bit activations, rows kept in the
- * head's block format, tools/ms_bench_head.c). A benchmark, not a test: it
+ * head's block format, tools/bench/ms_bench_head.c). A benchmark, not a test: it
  * prints numbers and asserts nothing about time.
  */
 #ifndef MS_BENCH_HEAD_H

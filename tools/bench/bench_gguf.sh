@@ -3,7 +3,7 @@
 # 8-bit --q8-matmul path) beside llama.cpp's llama-bench on the same file and
 # thread count, runs alternating, with the read-bandwidth floor.
 #
-#   tools/bench_gguf.sh [--models "NAME ..."] [--threads "1 2"] [--reps N] [--tokens N] [--bandwidth GBPS] [--out FILE]
+#   tools/bench/bench_gguf.sh [--models "NAME ..."] [--threads "1 2"] [--reps N] [--tokens N] [--bandwidth GBPS] [--out FILE]
 #
 # Per (model, threads), N rounds of: llama-bench -p 0 -n TOKENS -r 1 (token
 # generation only), microspec-generate f32, microspec-generate q8 (a 16-token
@@ -17,7 +17,7 @@
 # Markdown table to stdout (and to --out FILE). Needs tools/build-llamacpp.sh.
 # Environment: MS_BUILD_DIR (default build/release).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${MS_BUILD_DIR:-$root/build/release}
 models="gemma3-270m qwen2.5-coder-0.5b qwen2.5-coder-1.5b" threads="1 2" reps=3 tokens=128 bw=46 out=""
 while [ $# -gt 0 ]; do

@@ -3,7 +3,7 @@
 # .gpu/, everything a lent GPU machine needs to run our GPU tests, the GPU
 # benchmark and a short end-to-end check with no build and no network there.
 #
-#   tools/gpu_pack.sh            then make the `run` call this script prints
+#   tools/dev/gpu_pack.sh            then make the `run` call this script prints
 #                                (it runs tools/gpu_first_run.sh there)
 #
 # Why a pack: the GPU image has nvcc, CMake and the CUDA libraries but none of
@@ -39,7 +39,7 @@ for a in "$@"; do
   esac
 done
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 build=${MS_GPU_BUILD:-$root/build/gpu}
 shared=${MS_SHARED:-$root/../shared}
@@ -190,7 +190,7 @@ gpu_bytes=$(find "$pack" -type f -printf '%s\n' | awk '{s+=$1} END{print s+0}')
 tree_bytes=$(git -C "$root" ls-files -z -co --exclude-standard | (cd "$root" && xargs -0 -r stat -L -c %s 2>/dev/null || true) |
   awk '{s+=$1} END{print s+0}')
 {
-  echo "# MicroSpec GPU pack — made by tools/gpu_pack.sh; used by tools/gpu_first_run.sh"
+  echo "# MicroSpec GPU pack — made by tools/dev/gpu_pack.sh; used by tools/gpu_first_run.sh"
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "git: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$root" diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
   echo "build: $build (Release, CUDA archs 90, MS_SHARED_DIR=.gpu/shared)"

@@ -5,9 +5,9 @@
 # (HumanEval), MT-bench questions with both turns, the first question run 3×
 # untimed as warm-up, wall time incl. prefill, tokens/s per question
 # (Σ_turns new tokens / Σ_turns wall time) averaged over questions. Then
-# tools/microspec_report.sh renders the tables and plots.
+# tools/bench/microspec_report.sh renders the tables and plots.
 #
-#   tools/microspec_bench.sh [options]
+#   tools/bench/microspec_bench.sh [options]
 #     --out DIR           results folder (default results/bench)
 #     --configs FILE      configurations, one a line (see below). The first line is
 #                         the baseline of the speedup (AR). Default: the stories260K
@@ -16,7 +16,7 @@
 #                         $MS_BUILD_DIR/models/stories260k)
 #     --per-category N    questions per category (default all of the evaluation split:
 #                         Spec-Bench's last quarter per category is its training split,
-#                         never run here; tools/microspec_bench_prompts.c)
+#                         never run here; tools/bench/microspec_bench_prompts.c)
 #     --max-new-sb N      max new tokens, Spec-Bench (default 1024)
 #     --max-new-he N      max new tokens, HumanEval (default 512)
 #     --max-chars N       cut prompts (each turn) to N bytes (default 600 for
@@ -72,7 +72,7 @@
 # Environment: MS_BUILD_DIR (default build/release, what tools/demo.sh builds), MS_SHARED_DIR (default ../shared).
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 build=${MS_BUILD_DIR:-build/release}
 shared=${MS_SHARED_DIR:-../shared}
@@ -674,11 +674,11 @@ gpu=$( (nvidia-smi -L 2>/dev/null || true) | head -1 | sed 's/ (UUID.*//')
   echo "machine: $(uname -n), $(uname -sm), ${cpu:-unknown CPU}, $(nproc) cores, ${gpu:-no GPU}"
   echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "commit: $commit"
-  echo "command: ${MS_BUILD_DIR:+MS_BUILD_DIR=$MS_BUILD_DIR }${MS_SHARED_DIR:+MS_SHARED_DIR=$MS_SHARED_DIR }tools/microspec_bench.sh ${argv[*]}"
+  echo "command: ${MS_BUILD_DIR:+MS_BUILD_DIR=$MS_BUILD_DIR }${MS_SHARED_DIR:+MS_SHARED_DIR=$MS_SHARED_DIR }tools/bench/microspec_bench.sh ${argv[*]}"
   echo "model: $model"
   echo "protocol: greedy; max new tokens $max_sb (Spec-Bench) / $max_he (HumanEval) per turn; ${per_cat:-all} question(s) per category (Spec-Bench: of the evaluation split, the first three quarters of each source category); first question 3x untimed;$([ "$repeat" = 1 ] || echo " $repeat passes over the configurations, every other one in reverse order, each question's lines averaged over them;") prompts $([ -n "$chat" ] && echo "through the chat template" || echo "encoded raw (no chat template)")$([ "$max_chars" != 0 ] && echo ", each turn cut to $max_chars bytes"); $turns_note; threads as each configuration's flags say (--threads; default all cores)"
   echo "runtime: $(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.1f", b - a }') s"
 } >"$out/meta.txt"
 echo "microspec_bench: wrote $out/results.jsonl, $out/summary.jsonl" >&2
-[ "$report" = 0 ] || "$root/tools/microspec_report.sh" "$out"
+[ "$report" = 0 ] || "$root/tools/bench/microspec_report.sh" "$out"
 [ "$n_diff" = 0 ] # a speculative row that changed the output fails the run

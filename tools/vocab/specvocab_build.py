@@ -19,7 +19,7 @@ folder's model.safetensors) and the draft node refuses it for any other model.
 
 --distill RECORDS then fits that start to the full head on recorded draft
 states (microspec-record, from ../shared/corpus; format in
-tools/microspec_record.c, read with tools/dynaspec_common.py). Record t holds
+tools/vocab/microspec_record.c, read with tools/vocab/dynaspec_common.py). Record t holds
 the head's top-L ids at t and h_{t-1}, so the head's input h_t is the next
 record's prev: the pairs are (record[i+1].prev, record[i].top) within a window (or, for
 `microspec-record --chains D` files, within a chain of D).
