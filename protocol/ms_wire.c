@@ -169,6 +169,12 @@ static const wfield heartbeat_fields[] = {
     {FU64("t_ns", u.heartbeat.t_ns)},
 };
 
+static const wfield ping_fields[] = {
+    {FSTR("build", u.ping.build, MS_WIRE_BUILD_MAX)},
+    {FU64("seq", u.ping.seq)},
+    {FBOOL("reply", u.ping.reply)},
+};
+
 typedef struct rd rd;
 
 /* One row per type: its wire name, its fields, the offsets of the inner
@@ -204,6 +210,7 @@ static const wtype types[] = {
     [MS_WIRE_END] = {.name = "end"},
     [MS_WIRE_ERROR] = {.name = "error", TABLE(error_fields)},
     [MS_WIRE_HEARTBEAT] = {.name = "heartbeat", TABLE(heartbeat_fields)},
+    [MS_WIRE_PING] = {.name = "ping", TABLE(ping_fields)},
 };
 _Static_assert(sizeof(types) / sizeof(types[0]) == MS_WIRE_TYPE_COUNT + 1,
                "one row per ms_wire_type (values 1..MS_WIRE_TYPE_COUNT)");
