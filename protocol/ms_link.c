@@ -490,6 +490,27 @@ void ms_link_tick(ms_link *l) {
     }
 }
 
+/* Ping (ms_wire.h): a ping is answered with this build and its seq; an
+ * answer's build is logged. A different build is never refused here. */
+#ifndef MS_BUILD_ID
+#define MS_BUILD_ID "unknown"
+#endif
+static void send_ping(ms_link *l, uint64_t seq, bool reply) {
+    ms_wire_msg p = {.type = MS_WIRE_PING};
+    snprintf(p.u.ping.build, sizeof p.u.ping.build, "%s", MS_BUILD_ID);
+    p.u.ping.seq = seq;
+    p.u.ping.reply = reply;
+    if (send_to(l, l->peer_id, l->peer_len, &p, ZMQ_DONTWAIT) < 0) MS_LOG_DEBUG("link: ping not delivered");
+}
+
+static void on_ping(ms_link *l, const ms_wire_ping *p) {
+    if (p->reply)
+        MS_LOG_INFO("link: the %s runs build %s (ping %llu)", l->server ? "draft" : "target", p->build,
+                    (unsigned long long)p->seq);
+    else
+        send_ping(l, p->seq, true);
+}
+
 /* ---- receive ----------------------------------------------------------------- */
 
 /* Log what the monitor saw: ZeroMQ closes a connection that sends a message
@@ -757,6 +778,10 @@ ms_status ms_link_recv(ms_link *l, int timeout_ms, ms_wire_msg *out) {
             l->counters.heartbeats++;
             continue;
         }
+        if (out->type == MS_WIRE_PING) {
+            on_ping(l, &out->u.ping);
+            continue;
+        }
         if (!l->server && l->xfer && out->type == MS_WIRE_HELLO_ACK && out->u.ack.accepted &&
             ms_xfer_adopt(l->xfer, &out->u.ack) < 0)
             MS_LOG_WARN("link: tensor transport not adopted; features go as host frames");
@@ -785,6 +810,7 @@ ms_status ms_link_accept_peer(ms_link *l, bool accept, const char *reason) {
     /* NCCL: the draft joins the communicator when it reads the ack. */
     if (accept && l->xfer && ms_xfer_connect(l->xfer) < 0)
         MS_LOG_WARN("link: tensor transport not connected; features go as host frames");
+    if (accept) send_ping(l, ++l->hb_seq, false); /* the handshake is done: ask the draft's build, for the log */
     return MS_OK;
 }
 

@@ -4,7 +4,9 @@
  * ipc://); the draft connects a DEALER and announces itself with a hello.
  * Each message is one ZeroMQ multipart message of ms_wire frames. Every wait
  * has a deadline; heartbeats are sent and consumed inside the waits, so a
- * silent peer is noticed. With CURVE the target is the server and only the
+ * silent peer is noticed. Pings are answered and their answers logged inside
+ * the waits too: the target pings the draft once it accepts it, to log the
+ * draft's build (MS_BUILD_ID, the project version; a mismatch is not refused). With CURVE the target is the server and only the
  * configured client public key is admitted (a ZAP handler checks it).
  *
  * One draft is served at a time, and a healthy one keeps its place: while the

@@ -1,5 +1,11 @@
 /* ms_wire.c — MessagePack encoding and strict decoding of the link messages.
  *
+ * Each message type is one field table (key, kind, bounds, where it lives in
+ * ms_wire_msg, when it is sent); the encoder's checks, the encoder, the
+ * decoder and the comparator below walk those tables, and a small hook per
+ * type holds what a table cannot say (a tree's structure, a path's order).
+ * A new message is a struct in ms_wire.h, an enum value and one table here.
+ *
  * Encoding uses msgpack-c's packer writing straight into the caller's
  * ms_wire_buf. Decoding is a small pull reader over the frame bytes instead of
  * msgpack_unpack: msgpack-c's C unpacker allocates n·sizeof(msgpack_object)
@@ -15,71 +21,264 @@
 #include <math.h>
 #include <msgpack.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ms_tensor.h"
 
-/* ---- keys ---------------------------------------------------------------- */
+/* ---- the messages: one field table each ------------------------------------ */
 
-enum {
-    K_RID, K_ROUND, K_ROLE, K_MODEL_FP, K_TOK_FP, K_VOCAB, K_HIDDEN, K_KIND, K_WANTS, K_PID,
-    K_ACCEPTED, K_REASON, K_PROMPT, K_K_PRE, K_TOPK_PRE, K_ROOT, K_TENSOR, K_N, K_TOKEN, K_PARENT,
-    K_DEPTH, K_SCORE, K_STATS, K_N_PATH, K_PATH, K_BONUS, K_K_VER, K_VER_TOPK, K_CODE, K_MESSAGE,
-    K_SEQ, K_T_NS, K_XFER_OFFER, K_GPU_UUID, K_HOST_ID, K_XFER_ROWS, K_IPC_MEM, K_IPC_EVENT, K_XFER, K_NCCL_ID,
-    K_AUTH, K_NONCE, K_SKIP_MODEL, K_COUNT
-};
+typedef enum {
+    F_U64,    /* uint64_t */
+    F_I64,    /* int64_t in lo..hi */
+    F_I32,    /* int32_t in lo..hi (an integer on the wire like F_I64) */
+    F_BOOL,   /* bool */
+    F_BITS,   /* uint32_t, bits within hi only, value lo..hi; a uint on the wire */
+    F_ENUM,   /* an enum (int-sized) as the string names[v], v in lo..hi */
+    F_STR,    /* char[hi + 1]: at most hi bytes, no NUL byte inside */
+    F_HEX,    /* uint8_t[hi] as 2·hi lowercase hex digits (one spelling per value) */
+    F_IDS,    /* const int32_t * into arena slot `slot`; entries in lo..hi */
+    F_IDS_IN, /* int32_t[] inside the message; entries in lo..hi */
+    F_F32S,   /* float[] inside the message; float32 on the wire, never NaN */
+    F_STATS,  /* ms_draft_stats, a map of its own (stats_keys) */
+    F_TENSOR, /* const float * features announced as "tensor" (frame 1 or a transport) */
+} fkind;
 
-static const char *const key_names[K_COUNT] = {
-    "rid", "round", "role", "model_fp", "tok_fp", "vocab", "hidden", "kind", "wants_features", "pid",
-    "accepted", "reason", "prompt", "k_pre", "topk_pre", "root", "tensor", "n", "token", "parent",
-    "depth", "score", "stats", "n_path", "path", "bonus", "k_ver", "ver_topk", "code", "message",
-    "seq", "t_ns", "xfer_offer", "gpu_uuid", "host_id", "xfer_rows", "ipc_mem", "ipc_event", "xfer", "nccl_id",
-    "auth", "nonce", "skip_model",
-};
+/* When a field is on the wire. W_SET: only when its value is not zero (then an
+ * all-zero hex string is refused: it would not round-trip). W_IF: exactly when
+ * bits(dep) & mask; its value must be zero otherwise. */
+typedef enum { W_ALWAYS, W_SET, W_IF } fwhen;
 
-#define B(k) (UINT64_C(1) << (k))
-#define B_ENV (B(K_RID) | B(K_ROUND))
-#define B_HELLO_XFER (B(K_XFER_OFFER) | B(K_GPU_UUID) | B(K_HOST_ID) | B(K_XFER_ROWS) | B(K_IPC_MEM) | B(K_IPC_EVENT))
-#define B_ACK_XFER (B(K_XFER) | B(K_NCCL_ID))
+typedef struct {
+    const char *key; /* first member: key lookups read names through it */
+    uint8_t kind, when;
+    int8_t slot;          /* F_IDS: arena slot */
+    uint32_t mask;        /* W_IF */
+    const char *dep;      /* W_IF: the key whose value's bits decide */
+    const char *if_what;  /* W_IF: what calls for the field, for errors */
+    size_t off;           /* offsetof(ms_wire_msg, the field) */
+    int64_t lo, hi;       /* integer bounds (arrays: each entry's); F_STR / F_HEX: the size; F_BITS: also the mask */
+    int64_t max;          /* arrays / F_TENSOR: most entries / rows; < 0: -max · the arena's max_prompt */
+    size_t cnt, cnt2;     /* arrays / F_TENSOR: offsets of the int64 counts whose product is the length (cnt2 0: none) */
+    const char *cnt_name; /* that product in errors; NULL: the array's length sets *cnt (≥ 1) */
+    size_t aux;           /* F_TENSOR: offsetof feat_dim */
+    const char *const *names; /* F_ENUM, indexed by value */
+} wfield;
 
-/* Per type: its wire name, the keys it may carry (after "v" and "t") and which
- * of those are optional. */
-static const struct {
-    const char *name;
-    uint64_t keys, optional;
-} type_info[MS_WIRE_TYPE_COUNT + 1] = {
-    [MS_WIRE_HELLO] = {"hello",
-                       B_ENV | B(K_ROLE) | B(K_MODEL_FP) | B(K_TOK_FP) | B(K_VOCAB) | B(K_HIDDEN) | B(K_KIND) |
-                           B(K_WANTS) | B(K_PID) | B_HELLO_XFER | B(K_AUTH),
-                       B_HELLO_XFER | B(K_AUTH)},
-    [MS_WIRE_HELLO_ACK] = {"hello_ack", B_ENV | B(K_ACCEPTED) | B(K_REASON) | B_ACK_XFER | B(K_NONCE),
-                           B_ACK_XFER | B(K_NONCE)},
-    [MS_WIRE_BEGIN] = {"begin",
-                       B_ENV | B(K_PROMPT) | B(K_K_PRE) | B(K_TOPK_PRE) | B(K_ROOT) | B(K_TENSOR) | B(K_SKIP_MODEL),
-                       B(K_TENSOR) | B(K_SKIP_MODEL)},
-    [MS_WIRE_TREE] = {"tree",
-                      B_ENV | B(K_N) | B(K_TOKEN) | B(K_PARENT) | B(K_DEPTH) | B(K_SCORE) | B(K_STATS), 0},
-    [MS_WIRE_VERIFY] = {"verify",
-                        B_ENV | B(K_N_PATH) | B(K_PATH) | B(K_BONUS) | B(K_K_VER) | B(K_VER_TOPK) | B(K_TENSOR) |
-                            B(K_SKIP_MODEL),
-                        B(K_TENSOR) | B(K_SKIP_MODEL)},
-    [MS_WIRE_CANCEL] = {"cancel", B_ENV | B(K_REASON), 0},
-    [MS_WIRE_END] = {"end", B_ENV, 0},
-    [MS_WIRE_ERROR] = {"error", B_ENV | B(K_CODE) | B(K_MESSAGE), 0},
-    [MS_WIRE_HEARTBEAT] = {"heartbeat", B_ENV | B(K_SEQ) | B(K_T_NS), 0},
-};
+#define M(f) offsetof(ms_wire_msg, f)
+#define FU64(k, f) .key = k, .kind = F_U64, .off = M(f)
+#define FI64(k, f, l, h) .key = k, .kind = F_I64, .off = M(f), .lo = (l), .hi = (h)
+#define FI32(k, f, l, h) .key = k, .kind = F_I32, .off = M(f), .lo = (l), .hi = (h)
+#define FBOOL(k, f) .key = k, .kind = F_BOOL, .off = M(f)
+#define FSTR(k, f, n) .key = k, .kind = F_STR, .off = M(f), .hi = (n)
+#define FHEX(k, f, n) .key = k, .kind = F_HEX, .off = M(f), .hi = (n)
+#define FENUM(k, f, nm, l, h) .key = k, .kind = F_ENUM, .off = M(f), .names = nm, .lo = (l), .hi = (h)
+#define FIDS(k, f, s, mx, c, c2, cn)                                                                          \
+    .key = k, .kind = F_IDS, .off = M(f), .slot = (s), .lo = 0, .hi = INT32_MAX, .max = (mx), .cnt = M(c), \
+    .cnt2 = (c2), .cnt_name = cn
+#define FIN(k, kd, f, l, h, c, cn) \
+    .key = k, .kind = kd, .off = M(f), .lo = (l), .hi = (h), .max = MS_TREE_MAX, .cnt = M(c), .cnt_name = cn
+#define FTENSOR(f, fd, mx, rows, cn) .key = "tensor", .kind = F_TENSOR, .when = W_SET, .off = M(f), .aux = M(fd), \
+    .max = (mx), .cnt = M(rows), .cnt_name = cn
+#define SENT_IF(d, m, what) .when = W_IF, .dep = d, .mask = (m), .if_what = what
 
+static const char *const role_names[] = {"?", "target", "draft"};
+static const char *const via_names[MS_WIRE_VIA_COUNT] = {"host", "ipc", "nccl"};
 static const char *const stats_keys[6] = {"backbone_ns", "head_ns", "vocab_ns", "vocab_size", "covered", "emitted"};
 static const char *const tensor_keys[5] = {"seq", "dtype", "shape", "bytes", "via"};
-static const char *const via_names[MS_WIRE_VIA_COUNT] = {"host", "ipc", "nccl"};
+_Static_assert(sizeof(ms_wire_role) == sizeof(int) && sizeof(ms_wire_via) == sizeof(int), "F_ENUM reads an int");
 
-const char *ms_wire_type_name(ms_wire_type t) {
-    return (t >= MS_WIRE_HELLO && t <= MS_WIRE_HEARTBEAT) ? type_info[t].name : "?";
+#define IPC_BIT (1u << MS_WIRE_VIA_IPC)
+#define VIA_BITS (IPC_BIT | (1u << MS_WIRE_VIA_NCCL))
+
+/* Every message starts with these (after "v" and "t"). */
+static const wfield env_fields[] = {
+    {FU64("rid", request_id)},
+    {FI64("round", round, 0, INT64_MAX)},
+};
+#define N_ENV 2
+
+static const wfield hello_fields[] = {
+    {FENUM("role", u.hello.role, role_names, MS_WIRE_ROLE_TARGET, MS_WIRE_ROLE_DRAFT)},
+    {FSTR("model_fp", u.hello.model_fp, MS_WIRE_FP_MAX)},
+    {FSTR("tok_fp", u.hello.tok_fp, MS_WIRE_FP_MAX)},
+    {FI64("vocab", u.hello.vocab, 1, INT32_MAX)},
+    {FI64("hidden", u.hello.hidden, 1, MS_WIRE_FEAT_DIM_MAX)},
+    {FSTR("kind", u.hello.kind, MS_WIRE_KIND_MAX)},
+    {FBOOL("wants_features", u.hello.wants_features)},
+    {FI64("pid", u.hello.pid, 0, INT32_MAX)},
+    /* the tensor-transport offer (ms_xfer.h): all absent for a host-only peer */
+    {.key = "xfer_offer", .kind = F_BITS, .when = W_SET, .off = M(u.hello.xfer.offer), .lo = 1, .hi = VIA_BITS},
+    {FHEX("gpu_uuid", u.hello.xfer.gpu_uuid, MS_WIRE_UUID_BYTES), SENT_IF("xfer_offer", VIA_BITS, "an 'xfer_offer'")},
+    {FSTR("host_id", u.hello.xfer.host_id, MS_WIRE_HOST_ID_MAX), SENT_IF("xfer_offer", VIA_BITS, "an 'xfer_offer'")},
+    {FI64("xfer_rows", u.hello.xfer.max_rows, 1, MS_WIRE_XFER_ROWS_MAX), SENT_IF("xfer_offer", IPC_BIT, "the ipc offer")},
+    {FHEX("ipc_mem", u.hello.xfer.ipc_mem, MS_WIRE_IPC_HANDLE_BYTES), SENT_IF("xfer_offer", IPC_BIT, "the ipc offer")},
+    {FHEX("ipc_event", u.hello.xfer.ipc_event, MS_WIRE_IPC_HANDLE_BYTES), SENT_IF("xfer_offer", IPC_BIT, "the ipc offer")},
+    {FHEX("auth", u.hello.auth, MS_WIRE_AUTH_BYTES), .when = W_SET},
+};
+
+static const wfield ack_fields[] = {
+    {FBOOL("accepted", u.ack.accepted)},
+    {FSTR("reason", u.ack.reason, MS_WIRE_REASON_MAX)},
+    /* from ipc: "host" is never written (absence says it), so accepting it would break canonical bytes */
+    {FENUM("xfer", u.ack.xfer, via_names, MS_WIRE_VIA_IPC, MS_WIRE_VIA_NCCL), .when = W_SET},
+    {FHEX("nccl_id", u.ack.nccl_id, MS_WIRE_NCCL_ID_BYTES), SENT_IF("xfer", 1u << MS_WIRE_VIA_NCCL, "xfer 'nccl'")},
+    {FHEX("nonce", u.ack.nonce, MS_WIRE_NONCE_BYTES), .when = W_SET},
+};
+
+static const wfield begin_fields[] = {
+    {FIDS("prompt", u.begin.prompt, 0, -1, u.begin.n_prompt, 0, NULL)},
+    {FI64("k_pre", u.begin.k_pre, 0, MS_WIRE_TOPK_MAX)},
+    {FIDS("topk_pre", u.begin.topk_pre, 1, -MS_WIRE_TOPK_MAX, u.begin.n_prompt, M(u.begin.k_pre), "n_prompt·k_pre")},
+    {FI32("root", u.begin.root, 0, INT32_MAX)},
+    {FBOOL("skip_model", u.begin.skip_model), .when = W_SET},
+    {FTENSOR(u.begin.features, u.begin.feat_dim, -1, u.begin.n_prompt, "n_prompt")},
+};
+
+static const wfield tree_fields[] = {
+    {FI64("n", u.tree.tree.n, 1, MS_TREE_MAX)},
+    {FIN("token", F_IDS_IN, u.tree.tree.token, 0, INT32_MAX, u.tree.tree.n, "n")},
+    {FIN("parent", F_IDS_IN, u.tree.tree.parent, -1, MS_TREE_MAX - 1, u.tree.tree.n, "n")},
+    {FIN("depth", F_IDS_IN, u.tree.tree.depth, 0, MS_TREE_MAX - 1, u.tree.tree.n, "n")},
+    {FIN("score", F_F32S, u.tree.tree.score, 0, 0, u.tree.tree.n, "n")},
+    {.key = "stats", .kind = F_STATS, .off = M(u.tree.stats)}, /* masks are not sent: rebuilt from the parents */
+};
+
+static const wfield verify_fields[] = {
+    {FI64("n_path", u.verify.n_path, 1, MS_TREE_MAX)},
+    {FIN("path", F_IDS_IN, u.verify.path, 0, MS_TREE_MAX - 1, u.verify.n_path, "n_path")},
+    {FI32("bonus", u.verify.bonus, 0, INT32_MAX)},
+    {FI64("k_ver", u.verify.k_ver, 0, MS_WIRE_TOPK_MAX)},
+    {FIDS("ver_topk", u.verify.ver_topk, 1, (int64_t)MS_TREE_MAX * MS_WIRE_TOPK_MAX, u.verify.n_path,
+          M(u.verify.k_ver), "n_path·k_ver")},
+    {FBOOL("skip_model", u.verify.skip_model), .when = W_SET},
+    {FTENSOR(u.verify.features, u.verify.feat_dim, MS_TREE_MAX, u.verify.n_path, "n_path")},
+};
+
+static const wfield cancel_fields[] = {{FSTR("reason", u.cancel.reason, MS_WIRE_REASON_MAX)}};
+
+static const wfield error_fields[] = {
+    {FI32("code", u.error.code, INT32_MIN, -1)},
+    {FSTR("message", u.error.message, MS_WIRE_MESSAGE_MAX)},
+};
+
+static const wfield heartbeat_fields[] = {
+    {FU64("seq", u.heartbeat.seq)},
+    {FU64("t_ns", u.heartbeat.t_ns)},
+};
+
+static const wfield ping_fields[] = {
+    {FSTR("build", u.ping.build, MS_WIRE_BUILD_MAX)},
+    {FU64("seq", u.ping.seq)},
+    {FBOOL("reply", u.ping.reply)},
+};
+
+typedef struct rd rd;
+
+/* One row per type: its wire name, its fields, the offsets of the inner
+ * struct's copies of rid/round (0: none; the decoder fills them, the encoder
+ * checks them), and hooks for the rules across fields a table cannot say. */
+typedef struct {
+    const char *name;
+    const wfield *fields;
+    int n_fields;
+    size_t rid_copy, round_copy;
+    ms_status (*check)(const ms_wire_msg *m);           /* encode: MS_ERR_INVALID naming the field */
+    ms_status (*finish)(rd *r, ms_wire_msg *m);         /* decode, after every field is in */
+    const char *(*differs)(const ms_wire_msg *a, const ms_wire_msg *b); /* equal: what is not on the wire */
+} wtype;
+
+static ms_status tree_check(const ms_wire_msg *m);
+static ms_status tree_finish(rd *r, ms_wire_msg *m);
+static const char *tree_differs(const ms_wire_msg *a, const ms_wire_msg *b);
+static ms_status verify_check(const ms_wire_msg *m);
+static ms_status verify_finish(rd *r, ms_wire_msg *m);
+
+#define TABLE(t) .fields = t, .n_fields = (int)(sizeof(t) / sizeof((t)[0]))
+static const wtype types[] = {
+    [MS_WIRE_HELLO] = {.name = "hello", TABLE(hello_fields)},
+    [MS_WIRE_HELLO_ACK] = {.name = "hello_ack", TABLE(ack_fields)},
+    [MS_WIRE_BEGIN] = {.name = "begin", TABLE(begin_fields), .rid_copy = M(u.begin.request_id)},
+    [MS_WIRE_TREE] = {.name = "tree", TABLE(tree_fields), .rid_copy = M(u.tree.request_id),
+                      .round_copy = M(u.tree.round), .check = tree_check, .finish = tree_finish,
+                      .differs = tree_differs},
+    [MS_WIRE_VERIFY] = {.name = "verify", TABLE(verify_fields), .rid_copy = M(u.verify.request_id),
+                        .round_copy = M(u.verify.round), .check = verify_check, .finish = verify_finish},
+    [MS_WIRE_CANCEL] = {.name = "cancel", TABLE(cancel_fields)},
+    [MS_WIRE_END] = {.name = "end"},
+    [MS_WIRE_ERROR] = {.name = "error", TABLE(error_fields)},
+    [MS_WIRE_HEARTBEAT] = {.name = "heartbeat", TABLE(heartbeat_fields)},
+    [MS_WIRE_PING] = {.name = "ping", TABLE(ping_fields)},
+};
+_Static_assert(sizeof(types) / sizeof(types[0]) == MS_WIRE_TYPE_COUNT + 1,
+               "one row per ms_wire_type (values 1..MS_WIRE_TYPE_COUNT)");
+
+static bool valid_type(ms_wire_type t) { return t >= 1 && t <= MS_WIRE_TYPE_COUNT && types[t].name; }
+
+const char *ms_wire_type_name(ms_wire_type t) { return valid_type(t) ? types[t].name : "?"; }
+
+static int n_all(const wtype *t) { return N_ENV + t->n_fields; }
+static const wfield *field_at(const wtype *t, int i) { return i < N_ENV ? &env_fields[i] : &t->fields[i - N_ENV]; }
+_Static_assert(N_ENV == sizeof(env_fields) / sizeof(env_fields[0]), "N_ENV");
+
+#define FP(m, f) ((const char *)(m) + (f)->off)
+#define I64_AT(m, o) (*(const int64_t *)((const char *)(m) + (o)))
+
+static bool all_zero(const uint8_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (v[i]) return false;
+    return true;
 }
 
-static bool valid_type(ms_wire_type t) { return t >= MS_WIRE_HELLO && t <= MS_WIRE_HEARTBEAT; }
+/* An array's length (or a tensor's rows) as the message's counts say. */
+static int64_t count_of(const ms_wire_msg *m, const wfield *f) {
+    return f->cnt2 ? I64_AT(m, f->cnt) * I64_AT(m, f->cnt2) : I64_AT(m, f->cnt);
+}
+
+/* A field's value as bits: 0 exactly when it is "zero" (absent for W_SET);
+ * an enum value v is bit v, so a via compares against the offer's bits. */
+static uint64_t field_bits(const ms_wire_msg *m, const wfield *f) {
+    const char *p = FP(m, f);
+    switch (f->kind) {
+    case F_U64: return *(const uint64_t *)p;
+    case F_I64: return (uint64_t)*(const int64_t *)p;
+    case F_I32: return (uint32_t)*(const int32_t *)p;
+    case F_BOOL: return *(const bool *)p;
+    case F_BITS: return *(const uint32_t *)p;
+    case F_ENUM: {
+        int v = *(const int *)p;
+        return v == 0 ? 0 : (v > 0 && v < 64) ? UINT64_C(1) << v : UINT64_MAX;
+    }
+    case F_STR: return p[0] != 0;
+    case F_HEX: return !all_zero((const uint8_t *)p, (size_t)f->hi);
+    case F_TENSOR: return *(const float *const *)p != NULL || m->tensor.via != MS_WIRE_VIA_HOST;
+    default: return 1;
+    }
+}
+
+static const wfield *field_named(const wtype *t, const char *key) {
+    for (int i = 0; i < n_all(t); i++)
+        if (!strcmp(field_at(t, i)->key, key)) return field_at(t, i);
+    MS_ASSERT(!"a W_IF field names a key of its own table");
+    return NULL;
+}
+
+/* W_IF: whether the message calls for the field. */
+static bool field_called(const ms_wire_msg *m, const wtype *t, const wfield *f) {
+    return (field_bits(m, field_named(t, f->dep)) & f->mask) != 0;
+}
+
+static bool field_sent(const ms_wire_msg *m, const wtype *t, const wfield *f) {
+    return f->when == W_ALWAYS || (f->when == W_SET ? field_bits(m, f) != 0 : field_called(m, t, f));
+}
+
+static const wfield *tensor_field(const wtype *t) {
+    for (int i = 0; i < t->n_fields; i++)
+        if (t->fields[i].kind == F_TENSOR) return &t->fields[i];
+    return NULL;
+}
 
 /* ---- buffers and arena ----------------------------------------------------- */
 
@@ -89,13 +288,12 @@ void ms_wire_buf_free(ms_wire_buf *b) {
     *b = (ms_wire_buf){0};
 }
 
+#define N_SLOTS 2
 struct ms_wire_arena {
     int64_t max_prompt;
-    int32_t *prompt; /* begin.prompt */
-    size_t prompt_cap;
-    int32_t *topk;   /* begin.topk_pre / verify.ver_topk */
-    size_t topk_cap;
-    float *feat;     /* begin/verify features as f32 */
+    int32_t *ids[N_SLOTS]; /* F_IDS slots: 0 begin.prompt, 1 begin.topk_pre / verify.ver_topk */
+    size_t ids_cap[N_SLOTS];
+    float *feat;           /* begin/verify features as f32 */
     size_t feat_cap;
     char err[512];
 };
@@ -114,8 +312,7 @@ ms_status ms_wire_arena_new(int64_t max_prompt, ms_wire_arena **out) {
 
 void ms_wire_arena_free(ms_wire_arena **a) {
     if (!a || !*a) return;
-    free((*a)->prompt);
-    free((*a)->topk);
+    for (int s = 0; s < N_SLOTS; s++) free((*a)->ids[s]);
     free((*a)->feat);
     free(*a);
     *a = NULL;
@@ -123,7 +320,9 @@ void ms_wire_arena_free(ms_wire_arena **a) {
 
 const char *ms_wire_arena_error(const ms_wire_arena *a) { return a ? a->err : ""; }
 
-size_t ms_wire_arena_bytes(const ms_wire_arena *a) { return a ? a->prompt_cap + a->topk_cap + a->feat_cap : 0; }
+size_t ms_wire_arena_bytes(const ms_wire_arena *a) {
+    return a ? a->ids_cap[0] + a->ids_cap[1] + a->feat_cap : 0;
+}
 
 /* Make *buf hold ≥ bytes; contents are not kept (each decode overwrites). */
 static ms_status arena_slot(void **buf, size_t *cap, size_t bytes) {
@@ -226,16 +425,10 @@ static void put_tensor(msgpack_packer *pk, uint64_t seq, ms_wire_via via, ms_dty
 }
 
 /* A string field must be NUL-terminated within max characters. */
+/* A string field must be NUL-terminated within max characters. */
 static ms_status check_str(const char *type, const char *field, const char *s, size_t max) {
     if (strnlen(s, max + 1) > max)
         MS_FAIL(MS_ERR_INVALID, "encode %s: field '%s' longer than %zu characters", type, field, max);
-    return MS_OK;
-}
-
-static ms_status check_ids(const char *type, const char *field, const int32_t *v, int64_t n) {
-    if (n > 0 && !v) MS_FAIL(MS_ERR_INVALID, "encode %s: field '%s' is NULL with %lld entries", type, field, (long long)n);
-    for (int64_t i = 0; i < n; i++)
-        if (v[i] < 0) MS_FAIL(MS_ERR_INVALID, "encode %s: %s[%lld] = %d < 0", type, field, (long long)i, (int)v[i]);
     return MS_OK;
 }
 
@@ -270,248 +463,149 @@ static ms_status check_announce(const char *type, const ms_wire_tensor *t, const
     return MS_OK;
 }
 
-static bool all_zero(const uint8_t *v, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (v[i]) return false;
-    return true;
-}
-
-/* Offer fields must be all absent (offer 0) or consistent: what decodes. */
-static ms_status check_xfer_offer(const ms_wire_xfer *x) {
-    const uint32_t known = (1u << MS_WIRE_VIA_IPC) | (1u << MS_WIRE_VIA_NCCL);
-    if (x->offer & ~known) MS_FAIL(MS_ERR_INVALID, "encode hello: xfer_offer 0x%x has unknown bits", (unsigned)x->offer);
-    MS_TRY(check_str("hello", "host_id", x->host_id, MS_WIRE_HOST_ID_MAX));
-    bool ipc = x->offer & (1u << MS_WIRE_VIA_IPC);
-    if (!x->offer && (x->host_id[0] || !all_zero(x->gpu_uuid, sizeof x->gpu_uuid)))
-        MS_FAIL(MS_ERR_INVALID, "encode hello: gpu_uuid/host_id set without an xfer_offer");
-    if (ipc ? (x->max_rows < 1 || x->max_rows > MS_WIRE_XFER_ROWS_MAX) : x->max_rows != 0)
-        MS_FAIL(MS_ERR_INVALID, "encode hello: xfer_rows %lld %s", (long long)x->max_rows,
-                ipc ? "out of 1..2^20" : "set without the ipc offer");
-    if (!ipc && (!all_zero(x->ipc_mem, sizeof x->ipc_mem) || !all_zero(x->ipc_event, sizeof x->ipc_event)))
-        MS_FAIL(MS_ERR_INVALID, "encode hello: ipc handles set without the ipc offer");
+/* An id array: its length within bounds, entries within lo..hi. */
+static ms_status check_ids(const ms_wire_msg *m, const char *tn, const wfield *f) {
+    int64_t n = count_of(m, f);
+    if (!f->cnt_name && (n < 1 || n > INT32_MAX))
+        MS_FAIL(MS_ERR_INVALID, "encode %s: field '%s' has %lld entries, expected 1..%d", tn, f->key, (long long)n,
+                INT32_MAX);
+    if (n < 0 || (f->max > 0 && n > f->max))
+        MS_FAIL(MS_ERR_INVALID, "encode %s: field '%s' has %lld entries", tn, f->key, (long long)n);
+    const int32_t *v = f->kind == F_IDS ? *(const int32_t *const *)FP(m, f) : (const int32_t *)FP(m, f);
+    if (n > 0 && !v) MS_FAIL(MS_ERR_INVALID, "encode %s: field '%s' is NULL with %lld entries", tn, f->key, (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        if (v[i] < f->lo || v[i] > f->hi)
+            MS_FAIL(MS_ERR_INVALID, "encode %s: %s[%lld] = %d, expected %lld..%lld", tn, f->key, (long long)i,
+                    (int)v[i], (long long)f->lo, (long long)f->hi);
     return MS_OK;
 }
 
-static ms_status check_path(const char *type, const int32_t *path, int64_t n_path) {
-    if (n_path < 1 || n_path > MS_TREE_MAX)
-        MS_FAIL(MS_ERR_INVALID, "encode %s: n_path %lld, expected 1..%d", type, (long long)n_path, MS_TREE_MAX);
-    if (path[0] != 0) MS_FAIL(MS_ERR_INVALID, "encode %s: path[0] = %d, expected 0", type, (int)path[0]);
-    for (int64_t i = 1; i < n_path; i++)
-        if (path[i] <= path[i - 1] || path[i] >= MS_TREE_MAX)
-            MS_FAIL(MS_ERR_INVALID, "encode %s: path[%lld] = %d after %d", type, (long long)i, (int)path[i],
-                    (int)path[i - 1]);
+static ms_status check_stats(const char *tn, const ms_draft_stats *s) {
+    if (s->vocab_size < 0 || s->covered < 0 || s->emitted < 0 || s->covered > s->emitted)
+        MS_FAIL(MS_ERR_INVALID, "encode %s: stats vocab_size %lld covered %lld emitted %lld", tn,
+                (long long)s->vocab_size, (long long)s->covered, (long long)s->emitted);
     return MS_OK;
+}
+
+/* Whatever the decoder would refuse in one field, as MS_ERR_INVALID. */
+static ms_status check_field(const ms_wire_msg *m, const wtype *t, const wfield *f, size_t *tbytes) {
+    const char *tn = t->name, *k = f->key, *p = FP(m, f);
+    if (!field_sent(m, t, f)) {
+        if (f->when == W_IF && field_bits(m, f))
+            MS_FAIL(MS_ERR_INVALID, "encode %s: field '%s' set without %s", tn, k, f->if_what);
+        return MS_OK;
+    }
+    int64_t x = 0;
+    switch (f->kind) {
+    case F_I64:
+    case F_I32:
+    case F_ENUM:
+        x = f->kind == F_I64 ? *(const int64_t *)p : f->kind == F_I32 ? *(const int32_t *)p : *(const int *)p;
+        if (x < f->lo || x > f->hi)
+            MS_FAIL(MS_ERR_INVALID, "encode %s: field '%s' is %lld, expected %lld..%lld", tn, k, (long long)x,
+                    (long long)f->lo, (long long)f->hi);
+        return MS_OK;
+    case F_BITS:
+        if (*(const uint32_t *)p & ~(uint32_t)f->hi)
+            MS_FAIL(MS_ERR_INVALID, "encode %s: field '%s' 0x%x has unknown bits", tn, k, (unsigned)*(const uint32_t *)p);
+        return MS_OK;
+    case F_STR: return check_str(tn, k, p, (size_t)f->hi);
+    case F_IDS:
+    case F_IDS_IN: return check_ids(m, tn, f);
+    case F_F32S:
+        for (int64_t i = 0; i < count_of(m, f); i++)
+            if (isnan(((const float *)p)[i])) MS_FAIL(MS_ERR_INVALID, "encode %s: %s[%lld] is NaN", tn, k, (long long)i);
+        return MS_OK;
+    case F_STATS: return check_stats(tn, (const ms_draft_stats *)p);
+    case F_TENSOR: {
+        const float *feat = *(const float *const *)p;
+        int64_t rows = count_of(m, f), feat_dim = I64_AT(m, f->aux);
+        MS_TRY(check_features(tn, feat, rows, feat_dim, tbytes));
+        return check_announce(tn, &m->tensor, feat, rows, feat_dim, tbytes);
+    }
+    default: return MS_OK;
+    }
 }
 
 /* Everything the decoder would reject in m, as MS_ERR_INVALID. */
-static ms_status check_msg(const ms_wire_msg *m, size_t *tensor_bytes) {
+static ms_status check_msg(const ms_wire_msg *m, const wtype *t, size_t *tensor_bytes) {
     *tensor_bytes = 0;
-    if (!valid_type(m->type)) MS_FAIL(MS_ERR_INVALID, "encode: unknown message type %d", (int)m->type);
-    const char *tn = type_info[m->type].name;
-    if (m->round < 0) MS_FAIL(MS_ERR_INVALID, "encode %s: round %lld < 0", tn, (long long)m->round);
-    switch (m->type) {
-    case MS_WIRE_HELLO: {
-        const ms_wire_hello *h = &m->u.hello;
-        if (h->role != MS_WIRE_ROLE_TARGET && h->role != MS_WIRE_ROLE_DRAFT)
-            MS_FAIL(MS_ERR_INVALID, "encode hello: role %d", (int)h->role);
-        MS_TRY(check_str(tn, "model_fp", h->model_fp, MS_WIRE_FP_MAX));
-        MS_TRY(check_str(tn, "tok_fp", h->tok_fp, MS_WIRE_FP_MAX));
-        MS_TRY(check_str(tn, "kind", h->kind, MS_WIRE_KIND_MAX));
-        if (h->vocab < 1 || h->vocab > INT32_MAX || h->hidden < 1 || h->hidden > MS_WIRE_FEAT_DIM_MAX || h->pid < 0 ||
-            h->pid > INT32_MAX)
-            MS_FAIL(MS_ERR_INVALID, "encode hello: vocab %lld, hidden %lld, pid %lld out of range", (long long)h->vocab,
-                    (long long)h->hidden, (long long)h->pid);
-        MS_TRY(check_xfer_offer(&h->xfer));
+    if (t->rid_copy && I64_AT(m, t->rid_copy) != (int64_t)m->request_id)
+        MS_FAIL(MS_ERR_INVALID, "encode %s: request id %llu, envelope %llu", t->name,
+                (unsigned long long)I64_AT(m, t->rid_copy), (unsigned long long)m->request_id);
+    if (t->round_copy && I64_AT(m, t->round_copy) != m->round)
+        MS_FAIL(MS_ERR_INVALID, "encode %s: round %lld, envelope round %lld", t->name,
+                (long long)I64_AT(m, t->round_copy), (long long)m->round);
+    for (int i = 0; i < n_all(t); i++) MS_TRY(check_field(m, t, field_at(t, i), tensor_bytes));
+    return t->check ? t->check(m) : MS_OK;
+}
+
+static void put_field(msgpack_packer *pk, const ms_wire_msg *m, const wfield *f, size_t tbytes) {
+    const char *k = f->key, *p = FP(m, f);
+    switch (f->kind) {
+    case F_U64: put_u64(pk, k, *(const uint64_t *)p); break;
+    case F_I64: put_i64(pk, k, *(const int64_t *)p); break;
+    case F_I32: put_i64(pk, k, *(const int32_t *)p); break;
+    case F_BOOL: put_bool(pk, k, *(const bool *)p); break;
+    case F_BITS: put_u64(pk, k, *(const uint32_t *)p); break;
+    case F_ENUM: put_kstr(pk, k, f->names[*(const int *)p]); break;
+    case F_STR: put_kstr(pk, k, p); break;
+    case F_HEX: put_hex(pk, k, (const uint8_t *)p, (size_t)f->hi); break;
+    case F_IDS: put_i32s(pk, k, *(const int32_t *const *)p, count_of(m, f)); break;
+    case F_IDS_IN: put_i32s(pk, k, (const int32_t *)p, count_of(m, f)); break;
+    case F_F32S:
+        put_str(pk, k);
+        msgpack_pack_array(pk, (size_t)count_of(m, f));
+        for (int64_t i = 0; i < count_of(m, f); i++) msgpack_pack_float(pk, ((const float *)p)[i]);
+        break;
+    case F_STATS: {
+        const ms_draft_stats *st = (const ms_draft_stats *)p;
+        put_str(pk, k);
+        msgpack_pack_map(pk, 6);
+        put_u64(pk, stats_keys[0], st->backbone_ns);
+        put_u64(pk, stats_keys[1], st->head_ns);
+        put_u64(pk, stats_keys[2], st->vocab_ns);
+        put_i64(pk, stats_keys[3], st->vocab_size);
+        put_i64(pk, stats_keys[4], st->covered);
+        put_i64(pk, stats_keys[5], st->emitted);
         break;
     }
-    case MS_WIRE_HELLO_ACK:
-        MS_TRY(check_str(tn, "reason", m->u.ack.reason, MS_WIRE_REASON_MAX));
-        if ((unsigned)m->u.ack.xfer >= MS_WIRE_VIA_COUNT)
-            MS_FAIL(MS_ERR_INVALID, "encode hello_ack: xfer %d", (int)m->u.ack.xfer);
-        if (m->u.ack.xfer != MS_WIRE_VIA_NCCL && !all_zero(m->u.ack.nccl_id, sizeof m->u.ack.nccl_id))
-            MS_FAIL(MS_ERR_INVALID, "encode hello_ack: nccl_id set but xfer is %s", via_names[m->u.ack.xfer]);
-        break;
-    case MS_WIRE_CANCEL: MS_TRY(check_str(tn, "reason", m->u.cancel.reason, MS_WIRE_REASON_MAX)); break;
-    case MS_WIRE_ERROR:
-        if (m->u.error.code >= 0) MS_FAIL(MS_ERR_INVALID, "encode error: code %d is not an error", (int)m->u.error.code);
-        MS_TRY(check_str(tn, "message", m->u.error.message, MS_WIRE_MESSAGE_MAX));
-        break;
-    case MS_WIRE_BEGIN: {
-        const ms_msg_begin *b = &m->u.begin;
-        if (b->request_id != m->request_id)
-            MS_FAIL(MS_ERR_INVALID, "encode begin: request id %llu, envelope %llu", (unsigned long long)b->request_id,
-                    (unsigned long long)m->request_id);
-        if (b->n_prompt < 1 || b->n_prompt > INT32_MAX)
-            MS_FAIL(MS_ERR_INVALID, "encode begin: n_prompt %lld", (long long)b->n_prompt);
-        if (b->k_pre < 0 || b->k_pre > MS_WIRE_TOPK_MAX)
-            MS_FAIL(MS_ERR_INVALID, "encode begin: k_pre %lld, expected 0..%d", (long long)b->k_pre, MS_WIRE_TOPK_MAX);
-        if (b->root < 0) MS_FAIL(MS_ERR_INVALID, "encode begin: root %d < 0", (int)b->root);
-        MS_TRY(check_ids(tn, "prompt", b->prompt, b->n_prompt));
-        MS_TRY(check_ids(tn, "topk_pre", b->topk_pre, b->n_prompt * b->k_pre));
-        MS_TRY(check_features(tn, b->features, b->n_prompt, b->feat_dim, tensor_bytes));
-        MS_TRY(check_announce(tn, &m->tensor, b->features, b->n_prompt, b->feat_dim, tensor_bytes));
+    case F_TENSOR: {
+        const float *feat = *(const float *const *)p;
+        put_tensor(pk, m->tensor_seq, m->tensor.via, feat ? MS_DTYPE_F32 : m->tensor.dtype, count_of(m, f),
+                   I64_AT(m, f->aux), tbytes);
         break;
     }
-    case MS_WIRE_TREE: {
-        const ms_msg_tree *t = &m->u.tree;
-        if (t->request_id != m->request_id || t->round != m->round)
-            MS_FAIL(MS_ERR_INVALID, "encode tree: request %llu round %lld, envelope %llu round %lld",
-                    (unsigned long long)t->request_id, (long long)t->round, (unsigned long long)m->request_id,
-                    (long long)m->round);
-        if (ms_tree_validate(&t->tree) != MS_OK) MS_FAIL(MS_ERR_INVALID, "encode tree: invalid tree");
-        for (int64_t i = 0; i < t->tree.n; i++)
-            if (isnan(t->tree.score[i])) MS_FAIL(MS_ERR_INVALID, "encode tree: score[%lld] is NaN", (long long)i);
-        const ms_draft_stats *s = &t->stats;
-        if (s->vocab_size < 0 || s->covered < 0 || s->emitted < 0 || s->covered > s->emitted)
-            MS_FAIL(MS_ERR_INVALID, "encode tree: stats vocab_size %lld covered %lld emitted %lld",
-                    (long long)s->vocab_size, (long long)s->covered, (long long)s->emitted);
-        break;
     }
-    case MS_WIRE_VERIFY: {
-        const ms_msg_verify *v = &m->u.verify;
-        if (v->request_id != m->request_id || v->round != m->round)
-            MS_FAIL(MS_ERR_INVALID, "encode verify: request %llu round %lld, envelope %llu round %lld",
-                    (unsigned long long)v->request_id, (long long)v->round, (unsigned long long)m->request_id,
-                    (long long)m->round);
-        MS_TRY(check_path(tn, v->path, v->n_path));
-        if (v->bonus < 0) MS_FAIL(MS_ERR_INVALID, "encode verify: bonus %d < 0", (int)v->bonus);
-        if (v->k_ver < 0 || v->k_ver > MS_WIRE_TOPK_MAX)
-            MS_FAIL(MS_ERR_INVALID, "encode verify: k_ver %lld, expected 0..%d", (long long)v->k_ver, MS_WIRE_TOPK_MAX);
-        MS_TRY(check_ids(tn, "ver_topk", v->ver_topk, v->n_path * v->k_ver));
-        MS_TRY(check_features(tn, v->features, v->n_path, v->feat_dim, tensor_bytes));
-        MS_TRY(check_announce(tn, &m->tensor, v->features, v->n_path, v->feat_dim, tensor_bytes));
-        break;
-    }
-    case MS_WIRE_END:
-    case MS_WIRE_HEARTBEAT: break;
-    }
-    return MS_OK;
 }
 
 ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **tensor, size_t *tensor_bytes) {
     MS_ASSERT(m && ctrl);
     if (tensor) *tensor = NULL;
     if (tensor_bytes) *tensor_bytes = 0;
+    if (!valid_type(m->type)) MS_FAIL(MS_ERR_INVALID, "encode: unknown message type %d", (int)m->type);
+    const wtype *t = &types[m->type];
     size_t tbytes;
-    MS_TRY(check_msg(m, &tbytes));
-    const float *feat = m->type == MS_WIRE_BEGIN ? m->u.begin.features
-                        : m->type == MS_WIRE_VERIFY ? m->u.verify.features
-                                                    : NULL;
+    MS_TRY(check_msg(m, t, &tbytes));
+    const wfield *tf = tensor_field(t);
+    const float *feat = tf ? *(const float *const *)FP(m, tf) : NULL;
     if (feat && (!tensor || !tensor_bytes))
-        MS_FAIL(MS_ERR_INVALID, "encode %s: features given but no place to return the tensor frame",
-                type_info[m->type].name);
+        MS_FAIL(MS_ERR_INVALID, "encode %s: features given but no place to return the tensor frame", t->name);
 
     ctrl->len = 0;
     sink s = {ctrl, false};
     msgpack_packer pk;
     msgpack_packer_init(&pk, &s, sink_write);
-    /* A tensor announced without a frame: via a transport (ms_xfer.h). */
-    bool announced = (m->type == MS_WIRE_BEGIN || m->type == MS_WIRE_VERIFY) && m->tensor.via != MS_WIRE_VIA_HOST;
-    int n_opt = (feat || announced) ? 1 : 0;
-    if (m->type == MS_WIRE_HELLO && m->u.hello.xfer.offer)
-        n_opt += 3 + ((m->u.hello.xfer.offer & (1u << MS_WIRE_VIA_IPC)) ? 3 : 0);
-    if (m->type == MS_WIRE_HELLO_ACK && m->u.ack.xfer != MS_WIRE_VIA_HOST)
-        n_opt += m->u.ack.xfer == MS_WIRE_VIA_NCCL ? 2 : 1;
-    if (m->type == MS_WIRE_HELLO && !all_zero(m->u.hello.auth, MS_WIRE_AUTH_BYTES)) n_opt++;
-    if (m->type == MS_WIRE_HELLO_ACK && !all_zero(m->u.ack.nonce, MS_WIRE_NONCE_BYTES)) n_opt++;
-    if ((m->type == MS_WIRE_VERIFY && m->u.verify.skip_model) || (m->type == MS_WIRE_BEGIN && m->u.begin.skip_model))
-        n_opt++;
-    int n_keys = __builtin_popcountll(type_info[m->type].keys & ~type_info[m->type].optional) + 2 + n_opt;
-    msgpack_pack_map(&pk, (size_t)n_keys);
+    size_t n_keys = 2; /* "v", "t" */
+    for (int i = 0; i < n_all(t); i++) n_keys += field_sent(m, t, field_at(t, i));
+    msgpack_pack_map(&pk, n_keys);
     put_i64(&pk, "v", MS_PROTO_VERSION);
-    put_kstr(&pk, "t", type_info[m->type].name);
-    put_u64(&pk, "rid", m->request_id);
-    put_i64(&pk, "round", m->round);
-    switch (m->type) {
-    case MS_WIRE_HELLO: {
-        const ms_wire_hello *h = &m->u.hello;
-        put_kstr(&pk, "role", h->role == MS_WIRE_ROLE_TARGET ? "target" : "draft");
-        put_kstr(&pk, "model_fp", h->model_fp);
-        put_kstr(&pk, "tok_fp", h->tok_fp);
-        put_i64(&pk, "vocab", h->vocab);
-        put_i64(&pk, "hidden", h->hidden);
-        put_kstr(&pk, "kind", h->kind);
-        put_bool(&pk, "wants_features", h->wants_features);
-        put_i64(&pk, "pid", h->pid);
-        if (h->xfer.offer) {
-            put_u64(&pk, "xfer_offer", h->xfer.offer);
-            put_hex(&pk, "gpu_uuid", h->xfer.gpu_uuid, MS_WIRE_UUID_BYTES);
-            put_kstr(&pk, "host_id", h->xfer.host_id);
-            if (h->xfer.offer & (1u << MS_WIRE_VIA_IPC)) {
-                put_i64(&pk, "xfer_rows", h->xfer.max_rows);
-                put_hex(&pk, "ipc_mem", h->xfer.ipc_mem, MS_WIRE_IPC_HANDLE_BYTES);
-                put_hex(&pk, "ipc_event", h->xfer.ipc_event, MS_WIRE_IPC_HANDLE_BYTES);
-            }
-        }
-        if (!all_zero(h->auth, MS_WIRE_AUTH_BYTES)) put_hex(&pk, "auth", h->auth, MS_WIRE_AUTH_BYTES);
-        break;
-    }
-    case MS_WIRE_HELLO_ACK:
-        put_bool(&pk, "accepted", m->u.ack.accepted);
-        put_kstr(&pk, "reason", m->u.ack.reason);
-        if (m->u.ack.xfer != MS_WIRE_VIA_HOST) put_kstr(&pk, "xfer", via_names[m->u.ack.xfer]);
-        if (m->u.ack.xfer == MS_WIRE_VIA_NCCL) put_hex(&pk, "nccl_id", m->u.ack.nccl_id, MS_WIRE_NCCL_ID_BYTES);
-        if (!all_zero(m->u.ack.nonce, MS_WIRE_NONCE_BYTES)) put_hex(&pk, "nonce", m->u.ack.nonce, MS_WIRE_NONCE_BYTES);
-        break;
-    case MS_WIRE_BEGIN: {
-        const ms_msg_begin *b = &m->u.begin;
-        put_i32s(&pk, "prompt", b->prompt, b->n_prompt);
-        put_i64(&pk, "k_pre", b->k_pre);
-        put_i32s(&pk, "topk_pre", b->topk_pre, b->n_prompt * b->k_pre);
-        put_i64(&pk, "root", b->root);
-        if (b->skip_model) put_bool(&pk, "skip_model", true);
-        if (feat || announced)
-            put_tensor(&pk, m->tensor_seq, m->tensor.via, feat ? MS_DTYPE_F32 : m->tensor.dtype, b->n_prompt,
-                       b->feat_dim, tbytes);
-        break;
-    }
-    case MS_WIRE_TREE: {
-        const ms_tree *t = &m->u.tree.tree;
-        const ms_draft_stats *st = &m->u.tree.stats;
-        put_i64(&pk, "n", t->n);
-        put_i32s(&pk, "token", t->token, t->n);
-        put_i32s(&pk, "parent", t->parent, t->n);
-        put_i32s(&pk, "depth", t->depth, t->n);
-        put_str(&pk, "score");
-        msgpack_pack_array(&pk, (size_t)t->n);
-        for (int64_t i = 0; i < t->n; i++) msgpack_pack_float(&pk, t->score[i]);
-        put_str(&pk, "stats");
-        msgpack_pack_map(&pk, 6);
-        put_u64(&pk, "backbone_ns", st->backbone_ns);
-        put_u64(&pk, "head_ns", st->head_ns);
-        put_u64(&pk, "vocab_ns", st->vocab_ns);
-        put_i64(&pk, "vocab_size", st->vocab_size);
-        put_i64(&pk, "covered", st->covered);
-        put_i64(&pk, "emitted", st->emitted);
-        break;
-    }
-    case MS_WIRE_VERIFY: {
-        const ms_msg_verify *v = &m->u.verify;
-        put_i64(&pk, "n_path", v->n_path);
-        put_i32s(&pk, "path", v->path, v->n_path);
-        put_i64(&pk, "bonus", v->bonus);
-        put_i64(&pk, "k_ver", v->k_ver);
-        put_i32s(&pk, "ver_topk", v->ver_topk, v->n_path * v->k_ver);
-        if (v->skip_model) put_bool(&pk, "skip_model", true);
-        if (feat || announced)
-            put_tensor(&pk, m->tensor_seq, m->tensor.via, feat ? MS_DTYPE_F32 : m->tensor.dtype, v->n_path,
-                       v->feat_dim, tbytes);
-        break;
-    }
-    case MS_WIRE_CANCEL: put_kstr(&pk, "reason", m->u.cancel.reason); break;
-    case MS_WIRE_END: break;
-    case MS_WIRE_ERROR:
-        put_i64(&pk, "code", m->u.error.code);
-        put_kstr(&pk, "message", m->u.error.message);
-        break;
-    case MS_WIRE_HEARTBEAT:
-        put_u64(&pk, "seq", m->u.heartbeat.seq);
-        put_u64(&pk, "t_ns", m->u.heartbeat.t_ns);
-        break;
-    }
+    put_kstr(&pk, "t", t->name);
+    for (int i = 0; i < n_all(t); i++)
+        if (field_sent(m, t, field_at(t, i))) put_field(&pk, m, field_at(t, i), tbytes);
     if (s.failed) {
         ctrl->len = 0;
-        MS_FAIL(MS_ERR_NOMEM, "encode %s: out of memory for the control frame", type_info[m->type].name);
+        MS_FAIL(MS_ERR_NOMEM, "encode %s: out of memory for the control frame", t->name);
     }
     if (feat) {
         *tensor = feat;
@@ -520,13 +614,32 @@ ms_status ms_wire_encode(const ms_wire_msg *m, ms_wire_buf *ctrl, const void **t
     return MS_OK;
 }
 
+/* Masks are not sent but must be right: the same check as any tree from elsewhere. */
+static ms_status tree_check(const ms_wire_msg *m) {
+    if (ms_tree_validate(&m->u.tree.tree) != MS_OK) MS_FAIL(MS_ERR_INVALID, "encode tree: invalid tree");
+    return MS_OK;
+}
+
+/* A path starts at the root and goes to later nodes. */
+static ms_status verify_check(const ms_wire_msg *m) {
+    const int32_t *path = m->u.verify.path;
+    if (path[0] != 0) MS_FAIL(MS_ERR_INVALID, "encode verify: path[0] = %d, expected 0", (int)path[0]);
+    for (int64_t i = 1; i < m->u.verify.n_path; i++)
+        if (path[i] <= path[i - 1])
+            MS_FAIL(MS_ERR_INVALID, "encode verify: path[%lld] = %d after %d", (long long)i, (int)path[i],
+                    (int)path[i - 1]);
+    return MS_OK;
+}
+
 /* ---- decoder: a pull reader over one frame ------------------------------- */
 
-typedef struct {
+#define B(k) (UINT64_C(1) << (k))
+
+struct rd {
     const uint8_t *p, *end;
     ms_wire_arena *a;
     const char *what; /* message type name once known */
-} rd;
+};
 
 __attribute__((format(printf, 5, 6))) static ms_status rd_fail(rd *r, ms_status code, const char *file, int line,
                                                                const char *fmt, ...) {
@@ -753,23 +866,39 @@ static ms_status rd_i32s(rd *r, const char *field, int32_t *dst, int64_t n, int6
     return MS_OK;
 }
 
-/* A map key: index into names[0..n), or an error naming the unknown key. */
-static ms_status rd_key(rd *r, const char *where, const char *const *names, int n, uint64_t allowed, int *out) {
+static bool str_is(const val *v, const char *s) { return v->k == V_STR && strlen(s) == v->u && memcmp(s, v->s, v->u) == 0; }
+
+/* The index in n names (each the first member of an element `stride` bytes
+ * apart from the next) of v, or -1. */
+static int find_name(const val *v, const void *names, size_t stride, int n) {
+    for (int i = 0; i < n; i++) {
+        const char *s = *(const char *const *)((const char *)names + (size_t)i * stride);
+        if (s[0] == (char)(v->u ? v->s[0] : 0) && str_is(v, s)) return i;
+    }
+    return -1;
+}
+
+/* A map key as its index among n names, or an error naming the unknown key. */
+static ms_status rd_key(rd *r, const char *where, const void *names, size_t stride, int n, int *out) {
     val v = {0};
     MS_TRY(rd_val(r, where, &v));
     if (v.k != V_STR) RFAIL(r, MS_ERR_FORMAT, "%s: a key is %s, expected a string", where, vkind_names[v.k]);
-    for (uint64_t left = allowed & (n < 64 ? B(n) - 1 : ~UINT64_C(0)); left; left &= left - 1) {
-        int k = __builtin_ctzll(left);
-        if (names[k][0] == (char)(v.u ? v.s[0] : 0) && strlen(names[k]) == v.u && memcmp(names[k], v.s, v.u) == 0) {
-            *out = k;
-            return MS_OK;
-        }
-    }
+    if ((*out = find_name(&v, names, stride, n)) >= 0) return MS_OK;
     char buf[48];
     RFAIL(r, MS_ERR_FORMAT, "%s: unknown key '%s'", where, printable(v.s, v.u, buf, sizeof(buf)));
 }
 
-static bool str_is(const val *v, const char *s) { return v->k == V_STR && strlen(s) == v->u && memcmp(s, v->s, v->u) == 0; }
+/* A control-map key: the envelope's fields, then the type's (field_at order). */
+static ms_status rd_msg_key(rd *r, const wtype *t, int *out) {
+    val v = {0};
+    MS_TRY(rd_val(r, "control map", &v));
+    if (v.k != V_STR) RFAIL(r, MS_ERR_FORMAT, "control map: a key is %s, expected a string", vkind_names[v.k]);
+    int i = find_name(&v, env_fields, sizeof(wfield), N_ENV);
+    if (i < 0 && (i = find_name(&v, t->fields, sizeof(wfield), t->n_fields)) >= 0) i += N_ENV;
+    if ((*out = i) >= 0) return MS_OK;
+    char buf[48];
+    RFAIL(r, MS_ERR_FORMAT, "control map: unknown key '%s'", printable(v.s, v.u, buf, sizeof(buf)));
+}
 
 typedef struct {
     bool present;
@@ -796,18 +925,23 @@ static ms_status rd_hex(rd *r, const char *field, uint8_t *dst, size_t n) {
     return MS_OK;
 }
 
-static ms_status rd_via(rd *r, const char *field, ms_wire_via *out) {
+/* An enum's name, one of names[lo..hi]. */
+static ms_status rd_enum(rd *r, const char *field, const char *const *names, int64_t lo, int64_t hi, int *out) {
     val v = {0};
     MS_TRY(rd_expect(r, field, V_STR, &v));
-    /* "host" is never written: absence says it, so accepting it would break canonical bytes */
-    for (int i = MS_WIRE_VIA_IPC; i < MS_WIRE_VIA_COUNT; i++)
-        if (str_is(&v, via_names[i])) {
-            *out = (ms_wire_via)i;
+    for (int64_t i = lo; i <= hi; i++)
+        if (str_is(&v, names[i])) {
+            *out = (int)i;
             return MS_OK;
         }
-    char buf[48];
-    RFAIL(r, MS_ERR_FORMAT, "field '%s' is '%s', expected 'ipc' or 'nccl'", field, printable(v.s, v.u, buf, sizeof(buf)));
+    char buf[48], want[128] = "";
+    for (int64_t i = lo; i <= hi; i++) {
+        size_t len = strlen(want);
+        snprintf(want + len, sizeof(want) - len, "%s'%s'", i == lo ? "" : i == hi ? " or " : ", ", names[i]);
+    }
+    RFAIL(r, MS_ERR_FORMAT, "field '%s' is '%s', expected %s", field, printable(v.s, v.u, buf, sizeof(buf)), want);
 }
+
 
 static ms_status rd_tensor(rd *r, int64_t max_rows, tensor_info *t) {
     val v = {0};
@@ -815,7 +949,7 @@ static ms_status rd_tensor(rd *r, int64_t max_rows, tensor_info *t) {
     uint64_t seen = 0;
     for (uint64_t e = 0; e < v.u; e++) {
         int k = 0;
-        MS_TRY(rd_key(r, "tensor", tensor_keys, 5, 0x1f, &k));
+        MS_TRY(rd_key(r, "tensor", tensor_keys, sizeof(tensor_keys[0]), 5, &k));
         if (seen & B(k)) RFAIL(r, MS_ERR_FORMAT, "tensor: duplicate key '%s'", tensor_keys[k]);
         seen |= B(k);
         switch (k) {
@@ -841,7 +975,7 @@ static ms_status rd_tensor(rd *r, int64_t max_rows, tensor_info *t) {
             break;
         }
         case 3: MS_TRY(rd_u64(r, "tensor.bytes", &t->bytes)); break;
-        case 4: MS_TRY(rd_via(r, "tensor.via", &t->via)); break;
+        case 4: MS_TRY(rd_enum(r, "tensor.via", via_names, MS_WIRE_VIA_IPC, MS_WIRE_VIA_NCCL, (int *)&t->via)); break;
         }
     }
     for (int k = 0; k < 4; k++) /* "via" (4) is optional: absent = frame 1 */
@@ -856,7 +990,7 @@ static ms_status rd_stats(rd *r, ms_draft_stats *s) {
     uint64_t seen = 0;
     for (uint64_t e = 0; e < v.u; e++) {
         int k = 0;
-        MS_TRY(rd_key(r, "stats", stats_keys, 6, 0x3f, &k));
+        MS_TRY(rd_key(r, "stats", stats_keys, sizeof(stats_keys[0]), 6, &k));
         if (seen & B(k)) RFAIL(r, MS_ERR_FORMAT, "stats: duplicate key '%s'", stats_keys[k]);
         seen |= B(k);
         switch (k) {
@@ -876,9 +1010,16 @@ static ms_status rd_stats(rd *r, ms_draft_stats *s) {
 }
 
 /* Array lengths as read, checked against their counts once all keys are in. */
+
+#define MAX_FIELDS 64 /* the decoder's seen-bits */
+
+/* Array lengths as read, checked against their counts once all keys are in. */
 typedef struct {
-    int64_t len[K_COUNT];
+    int64_t len[MAX_FIELDS];
     tensor_info tensor;
+    const void *frame; /* frame 1 */
+    size_t frame_len;
+    bool has_frame;
 } dstate;
 
 /* Reads an id array into an arena slot (its count is backed by the bytes left). */
@@ -891,109 +1032,44 @@ static ms_status rd_ids_arena(rd *r, const char *field, int64_t max, int32_t **s
     return rd_i32s(r, field, *slot, *n, 0, INT32_MAX);
 }
 
-static ms_status rd_field(rd *r, int k, ms_wire_msg *m, dstate *d) {
-    const char *f = key_names[k];
-    ms_wire_arena *a = r->a;
+/* Field i of the message's table (field_at order) into m. */
+static ms_status rd_field(rd *r, const wfield *f, int i, ms_wire_msg *m, dstate *d) {
+    const char *k = f->key;
+    char *p = (char *)m + f->off;
+    int64_t max = f->max < 0 ? -f->max * r->a->max_prompt : f->max;
     int64_t x = 0;
-    switch (k) {
-    case K_RID: return rd_u64(r, f, &m->request_id);
-    case K_ROUND: return rd_i64(r, f, 0, INT64_MAX, &m->round);
-    case K_ROLE: {
-        val v = {0};
-        MS_TRY(rd_expect(r, f, V_STR, &v));
-        if (str_is(&v, "target")) m->u.hello.role = MS_WIRE_ROLE_TARGET;
-        else if (str_is(&v, "draft")) m->u.hello.role = MS_WIRE_ROLE_DRAFT;
-        else {
-            char buf[48];
-            RFAIL(r, MS_ERR_FORMAT, "field 'role' is '%s', expected 'target' or 'draft'", printable(v.s, v.u, buf, sizeof(buf)));
-        }
+    switch (f->kind) {
+    case F_U64: return rd_u64(r, k, (uint64_t *)p);
+    case F_I64: return rd_i64(r, k, f->lo, f->hi, (int64_t *)p);
+    case F_I32:
+        MS_TRY(rd_i64(r, k, f->lo, f->hi, &x));
+        *(int32_t *)p = (int32_t)x;
         return MS_OK;
+    case F_BOOL: return rd_bool(r, k, (bool *)p);
+    case F_BITS:
+        MS_TRY(rd_i64(r, k, f->lo, f->hi, &x));
+        if (x & ~f->hi) RFAIL(r, MS_ERR_FORMAT, "field '%s' is %lld: bit 0 (host) is implied, never sent", k, (long long)x);
+        *(uint32_t *)p = (uint32_t)x;
+        return MS_OK;
+    case F_ENUM: return rd_enum(r, k, f->names, f->lo, f->hi, (int *)p);
+    case F_STR: return rd_cstr(r, k, p, (size_t)f->hi);
+    case F_HEX: return rd_hex(r, k, (uint8_t *)p, (size_t)f->hi);
+    case F_IDS:
+        MS_TRY(rd_ids_arena(r, k, max, &r->a->ids[f->slot], &r->a->ids_cap[f->slot], &d->len[i]));
+        *(const int32_t **)p = r->a->ids[f->slot];
+        if (!f->cnt_name) *(int64_t *)((char *)m + f->cnt) = d->len[i];
+        return MS_OK;
+    case F_IDS_IN:
+        MS_TRY(rd_array(r, k, max, &d->len[i]));
+        return rd_i32s(r, k, (int32_t *)p, d->len[i], f->lo, f->hi);
+    case F_F32S:
+        MS_TRY(rd_array(r, k, max, &d->len[i]));
+        for (int64_t j = 0; j < d->len[i]; j++) MS_TRY(rd_f32(r, k, (float *)p + j));
+        return MS_OK;
+    case F_STATS: return rd_stats(r, (ms_draft_stats *)p);
+    case F_TENSOR: return rd_tensor(r, max, &d->tensor);
     }
-    case K_MODEL_FP: return rd_cstr(r, f, m->u.hello.model_fp, MS_WIRE_FP_MAX);
-    case K_TOK_FP: return rd_cstr(r, f, m->u.hello.tok_fp, MS_WIRE_FP_MAX);
-    case K_VOCAB: return rd_i64(r, f, 1, INT32_MAX, &m->u.hello.vocab);
-    case K_HIDDEN: return rd_i64(r, f, 1, MS_WIRE_FEAT_DIM_MAX, &m->u.hello.hidden);
-    case K_KIND: return rd_cstr(r, f, m->u.hello.kind, MS_WIRE_KIND_MAX);
-    case K_WANTS: return rd_bool(r, f, &m->u.hello.wants_features);
-    case K_PID: return rd_i64(r, f, 0, INT32_MAX, &m->u.hello.pid);
-    case K_ACCEPTED: return rd_bool(r, f, &m->u.ack.accepted);
-    case K_REASON:
-        return rd_cstr(r, f, m->type == MS_WIRE_CANCEL ? m->u.cancel.reason : m->u.ack.reason, MS_WIRE_REASON_MAX);
-    case K_PROMPT:
-        MS_TRY(rd_ids_arena(r, f, a->max_prompt, &a->prompt, &a->prompt_cap, &d->len[k]));
-        m->u.begin.prompt = a->prompt;
-        m->u.begin.n_prompt = d->len[k];
-        return MS_OK;
-    case K_K_PRE: return rd_i64(r, f, 0, MS_WIRE_TOPK_MAX, &m->u.begin.k_pre);
-    case K_TOPK_PRE:
-        MS_TRY(rd_ids_arena(r, f, a->max_prompt * MS_WIRE_TOPK_MAX, &a->topk, &a->topk_cap, &d->len[k]));
-        m->u.begin.topk_pre = a->topk;
-        return MS_OK;
-    case K_ROOT:
-        MS_TRY(rd_i64(r, f, 0, INT32_MAX, &x));
-        m->u.begin.root = (int32_t)x;
-        return MS_OK;
-    case K_TENSOR: return rd_tensor(r, m->type == MS_WIRE_BEGIN ? a->max_prompt : MS_TREE_MAX, &d->tensor);
-    case K_N: return rd_i64(r, f, 1, MS_TREE_MAX, &m->u.tree.tree.n);
-    case K_TOKEN:
-        MS_TRY(rd_array(r, f, MS_TREE_MAX, &d->len[k]));
-        return rd_i32s(r, f, m->u.tree.tree.token, d->len[k], 0, INT32_MAX);
-    case K_PARENT:
-        MS_TRY(rd_array(r, f, MS_TREE_MAX, &d->len[k]));
-        return rd_i32s(r, f, m->u.tree.tree.parent, d->len[k], -1, MS_TREE_MAX - 1);
-    case K_DEPTH:
-        MS_TRY(rd_array(r, f, MS_TREE_MAX, &d->len[k]));
-        return rd_i32s(r, f, m->u.tree.tree.depth, d->len[k], 0, MS_TREE_MAX - 1);
-    case K_SCORE:
-        MS_TRY(rd_array(r, f, MS_TREE_MAX, &d->len[k]));
-        for (int64_t i = 0; i < d->len[k]; i++) MS_TRY(rd_f32(r, f, &m->u.tree.tree.score[i]));
-        return MS_OK;
-    case K_STATS: return rd_stats(r, &m->u.tree.stats);
-    case K_N_PATH: return rd_i64(r, f, 1, MS_TREE_MAX, &m->u.verify.n_path);
-    case K_PATH:
-        MS_TRY(rd_array(r, f, MS_TREE_MAX, &d->len[k]));
-        return rd_i32s(r, f, m->u.verify.path, d->len[k], 0, MS_TREE_MAX - 1);
-    case K_BONUS:
-        MS_TRY(rd_i64(r, f, 0, INT32_MAX, &x));
-        m->u.verify.bonus = (int32_t)x;
-        return MS_OK;
-    case K_K_VER: return rd_i64(r, f, 0, MS_WIRE_TOPK_MAX, &m->u.verify.k_ver);
-    case K_SKIP_MODEL:
-        return rd_bool(r, f, m->type == MS_WIRE_BEGIN ? &m->u.begin.skip_model : &m->u.verify.skip_model);
-    case K_VER_TOPK:
-        MS_TRY(rd_ids_arena(r, f, (int64_t)MS_TREE_MAX * MS_WIRE_TOPK_MAX, &a->topk, &a->topk_cap, &d->len[k]));
-        m->u.verify.ver_topk = a->topk;
-        return MS_OK;
-    case K_CODE:
-        MS_TRY(rd_i64(r, f, INT32_MIN, -1, &x));
-        m->u.error.code = (int32_t)x;
-        return MS_OK;
-    case K_MESSAGE: return rd_cstr(r, f, m->u.error.message, MS_WIRE_MESSAGE_MAX);
-    case K_SEQ: return rd_u64(r, f, &m->u.heartbeat.seq);
-    case K_T_NS: return rd_u64(r, f, &m->u.heartbeat.t_ns);
-    case K_XFER_OFFER:
-        MS_TRY(rd_i64(r, f, 1, (1 << MS_WIRE_VIA_IPC) | (1 << MS_WIRE_VIA_NCCL), &x));
-        if (x & 1) RFAIL(r, MS_ERR_FORMAT, "field 'xfer_offer' is %lld: bit 0 (host) is implied, never sent", (long long)x);
-        m->u.hello.xfer.offer = (uint32_t)x;
-        return MS_OK;
-    case K_GPU_UUID: return rd_hex(r, f, m->u.hello.xfer.gpu_uuid, MS_WIRE_UUID_BYTES);
-    case K_HOST_ID: return rd_cstr(r, f, m->u.hello.xfer.host_id, MS_WIRE_HOST_ID_MAX);
-    case K_XFER_ROWS: return rd_i64(r, f, 1, MS_WIRE_XFER_ROWS_MAX, &m->u.hello.xfer.max_rows);
-    case K_IPC_MEM: return rd_hex(r, f, m->u.hello.xfer.ipc_mem, MS_WIRE_IPC_HANDLE_BYTES);
-    case K_IPC_EVENT: return rd_hex(r, f, m->u.hello.xfer.ipc_event, MS_WIRE_IPC_HANDLE_BYTES);
-    case K_XFER: return rd_via(r, f, &m->u.ack.xfer);
-    case K_NCCL_ID: return rd_hex(r, f, m->u.ack.nccl_id, MS_WIRE_NCCL_ID_BYTES);
-    case K_AUTH: return rd_hex(r, f, m->u.hello.auth, MS_WIRE_AUTH_BYTES);
-    case K_NONCE: return rd_hex(r, f, m->u.ack.nonce, MS_WIRE_NONCE_BYTES);
-    }
-    RFAIL(r, MS_ERR_INTERNAL, "no reader for key %d", k);
-}
-
-static ms_status check_len(rd *r, dstate *d, int k, const char *count_name, int64_t want) {
-    if (d->len[k] != want)
-        RFAIL(r, MS_ERR_FORMAT, "field '%s' has %lld entries, %s is %lld", key_names[k], (long long)d->len[k],
-              count_name, (long long)want);
-    return MS_OK;
+    RFAIL(r, MS_ERR_INTERNAL, "no reader for field '%s'", k);
 }
 
 /* Tree structure: masks rebuilt from parents (they are not sent), then the
@@ -1067,15 +1143,72 @@ static ms_wire_tensor tensor_of(const tensor_info *t) {
     return (ms_wire_tensor){.via = t->via, .dtype = t->dtype, .rows = t->rows, .cols = t->cols, .bytes = t->bytes};
 }
 
-/* The offer keys come all together or not at all (see ms_wire.h). */
-static ms_status finish_hello(rd *r, const ms_wire_xfer *x, uint64_t seen) {
-    if (!(seen & B_HELLO_XFER)) return MS_OK;
-    if (!(seen & B(K_XFER_OFFER))) RFAIL(r, MS_ERR_FORMAT, "transport fields without 'xfer_offer'");
-    uint64_t need = B(K_XFER_OFFER) | B(K_GPU_UUID) | B(K_HOST_ID);
-    if (x->offer & (1u << MS_WIRE_VIA_IPC)) need |= B(K_XFER_ROWS) | B(K_IPC_MEM) | B(K_IPC_EVENT);
-    if (seen & B_HELLO_XFER & ~need)
-        RFAIL(r, MS_ERR_FORMAT, "field '%s' without the ipc offer", key_names[__builtin_ctzll(seen & B_HELLO_XFER & ~need)]);
-    if (need & ~seen) RFAIL(r, MS_ERR_FORMAT, "missing field '%s' of the transport offer", key_names[__builtin_ctzll(need & ~seen)]);
+
+/* The rules between fields a table states: W_SET / W_IF presence, array
+ * lengths against their counts, the tensor against its rows and frame. */
+static ms_status finish_fields(rd *r, const wtype *t, ms_wire_msg *m, dstate *d, uint64_t seen) {
+    for (int i = N_ENV; i < n_all(t); i++) {
+        const wfield *f = field_at(t, i);
+        bool got = seen & B(i);
+        /* all zero means absent: a present one must not be, or bytes would not round-trip */
+        if (f->when == W_SET && f->kind == F_HEX && got && !field_bits(m, f))
+            RFAIL(r, MS_ERR_FORMAT, "field '%s' is all zero", f->key);
+        if (f->when == W_IF && got != field_called(m, t, f))
+            RFAIL(r, MS_ERR_FORMAT, got ? "field '%s' without %s" : "missing field '%s' for %s", f->key, f->if_what);
+        if (f->kind == F_IDS || f->kind == F_IDS_IN || f->kind == F_F32S) {
+            if (!f->cnt_name && d->len[i] < 1) RFAIL(r, MS_ERR_FORMAT, "field '%s' is empty", f->key);
+            if (f->cnt_name && d->len[i] != count_of(m, f))
+                RFAIL(r, MS_ERR_FORMAT, "field '%s' has %lld entries, %s is %lld", f->key, (long long)d->len[i],
+                      f->cnt_name, (long long)count_of(m, f));
+        }
+        if (f->kind == F_TENSOR) {
+            MS_TRY(finish_features(r, d, count_of(m, f), f->cnt_name, d->frame, d->frame_len, d->has_frame,
+                                   (const float **)((char *)m + f->off), (int64_t *)((char *)m + f->aux)));
+            m->tensor_seq = d->tensor.seq;
+            m->tensor = tensor_of(&d->tensor);
+        }
+    }
+    return MS_OK;
+}
+
+static ms_status tree_finish(rd *r, ms_wire_msg *m) { return finish_tree(r, &m->u.tree.tree); }
+
+static ms_status verify_finish(rd *r, ms_wire_msg *m) {
+    const ms_msg_verify *vm = &m->u.verify;
+    if (vm->path[0] != 0) RFAIL(r, MS_ERR_FORMAT, "path[0] is %d, expected the root 0", (int)vm->path[0]);
+    for (int64_t i = 1; i < vm->n_path; i++)
+        if (vm->path[i] <= vm->path[i - 1])
+            RFAIL(r, MS_ERR_FORMAT, "path[%lld] = %d after %d: a path goes to later nodes", (long long)i,
+                  (int)vm->path[i], (int)vm->path[i - 1]);
+    return MS_OK;
+}
+
+/* "v" first, so that any other version is named as such before its keys are
+ * judged, then "t": the message's type row. */
+static ms_status rd_head(rd *r, ms_wire_msg *out, uint64_t *n_keys) {
+    val v = {0};
+    MS_TRY(rd_val(r, "control map", &v));
+    if (v.k != V_MAP) RFAIL(r, MS_ERR_FORMAT, "control frame is %s, expected a map", vkind_names[v.k]);
+    *n_keys = v.u;
+    if (*n_keys < 2) RFAIL(r, MS_ERR_FORMAT, "control map has %llu keys, expected 'v', 't', ...", (unsigned long long)v.u);
+    MS_TRY(rd_val(r, "v", &v));
+    if (!str_is(&v, "v")) RFAIL(r, MS_ERR_FORMAT, "first key of the control map is not 'v'");
+    MS_TRY(rd_val(r, "v", &v));
+    if (v.k != V_UINT && v.k != V_NINT) RFAIL(r, MS_ERR_FORMAT, "field 'v' is %s, expected an integer", vkind_names[v.k]);
+    if (v.k != V_UINT || v.u != MS_PROTO_VERSION)
+        RFAIL(r, MS_ERR_UNSUPPORTED, "peer speaks protocol version %lld, this node speaks version %d",
+              v.k == V_UINT ? (long long)v.u : (long long)v.i, MS_PROTO_VERSION);
+    out->version = MS_PROTO_VERSION;
+    MS_TRY(rd_val(r, "t", &v));
+    if (!str_is(&v, "t")) RFAIL(r, MS_ERR_FORMAT, "second key of the control map is not 't'");
+    MS_TRY(rd_expect(r, "t", V_STR, &v));
+    for (int t = 1; t <= MS_WIRE_TYPE_COUNT; t++)
+        if (valid_type((ms_wire_type)t) && str_is(&v, types[t].name)) out->type = (ms_wire_type)t;
+    if (!out->type) {
+        char buf[48];
+        RFAIL(r, MS_ERR_FORMAT, "unknown message type '%s'", printable(v.s, v.u, buf, sizeof(buf)));
+    }
+    r->what = types[out->type].name;
     return MS_OK;
 }
 
@@ -1086,100 +1219,29 @@ ms_status ms_wire_decode(const void *ctrl, size_t ctrl_len, const void *tensor, 
     arena->err[0] = '\0';
     rd r = {ctrl, ctrl, arena, "message"};
     if (ctrl_len > 0) r.end = (const uint8_t *)ctrl + ctrl_len;
+    uint64_t n_keys = 0;
+    MS_TRY(rd_head(&r, out, &n_keys));
+    const wtype *t = &types[out->type];
 
-    val v = {0};
-    MS_TRY(rd_val(&r, "control map", &v));
-    if (v.k != V_MAP) RFAIL(&r, MS_ERR_FORMAT, "control frame is %s, expected a map", vkind_names[v.k]);
-    uint64_t n_keys = v.u;
-    /* "v" first, so that any other version is named as such before its keys are judged */
-    if (n_keys < 2) RFAIL(&r, MS_ERR_FORMAT, "control map has %llu keys, expected 'v', 't', ...", (unsigned long long)n_keys);
-    MS_TRY(rd_val(&r, "v", &v));
-    if (!str_is(&v, "v")) RFAIL(&r, MS_ERR_FORMAT, "first key of the control map is not 'v'");
-    MS_TRY(rd_val(&r, "v", &v));
-    if (v.k != V_UINT && v.k != V_NINT) RFAIL(&r, MS_ERR_FORMAT, "field 'v' is %s, expected an integer", vkind_names[v.k]);
-    if (v.k != V_UINT || v.u != MS_PROTO_VERSION)
-        RFAIL(&r, MS_ERR_UNSUPPORTED, "peer speaks protocol version %lld, this node speaks version %d",
-              v.k == V_UINT ? (long long)v.u : (long long)v.i, MS_PROTO_VERSION);
-    out->version = MS_PROTO_VERSION;
-    MS_TRY(rd_val(&r, "t", &v));
-    if (!str_is(&v, "t")) RFAIL(&r, MS_ERR_FORMAT, "second key of the control map is not 't'");
-    MS_TRY(rd_expect(&r, "t", V_STR, &v));
-    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_HEARTBEAT; t++)
-        if (str_is(&v, type_info[t].name)) out->type = (ms_wire_type)t;
-    if (!out->type) {
-        char buf[48];
-        RFAIL(&r, MS_ERR_FORMAT, "unknown message type '%s'", printable(v.s, v.u, buf, sizeof(buf)));
-    }
-    r.what = type_info[out->type].name;
-
-    dstate d = {0};
-    uint64_t allowed = type_info[out->type].keys, seen = 0;
+    dstate d = {.frame = tensor, .frame_len = tensor_len, .has_frame = has_tensor};
+    uint64_t seen = 0;
     for (uint64_t e = 2; e < n_keys; e++) {
-        int k = 0;
-        MS_TRY(rd_key(&r, "control map", key_names, K_COUNT, allowed, &k));
-        if (seen & B(k)) RFAIL(&r, MS_ERR_FORMAT, "duplicate key '%s'", key_names[k]);
-        seen |= B(k);
-        MS_TRY(rd_field(&r, k, out, &d));
+        int i = 0;
+        MS_TRY(rd_msg_key(&r, t, &i));
+        if (seen & B(i)) RFAIL(&r, MS_ERR_FORMAT, "duplicate key '%s'", field_at(t, i)->key);
+        seen |= B(i);
+        MS_TRY(rd_field(&r, field_at(t, i), i, out, &d));
     }
     if (r.p != r.end) RFAIL(&r, MS_ERR_FORMAT, "%zu trailing bytes after the control map", (size_t)(r.end - r.p));
-    uint64_t missing = (allowed & ~type_info[out->type].optional) & ~seen;
-    if (missing) RFAIL(&r, MS_ERR_FORMAT, "missing field '%s'", key_names[__builtin_ctzll(missing)]);
-
-    if (has_tensor && out->type != MS_WIRE_BEGIN && out->type != MS_WIRE_VERIFY)
+    for (int i = 0; i < n_all(t); i++)
+        if (field_at(t, i)->when == W_ALWAYS && !(seen & B(i)))
+            RFAIL(&r, MS_ERR_FORMAT, "missing field '%s'", field_at(t, i)->key);
+    if (has_tensor && !tensor_field(t))
         RFAIL(&r, MS_ERR_FORMAT, "a tensor frame of %zu bytes came with a message that carries none", tensor_len);
-    switch (out->type) {
-    case MS_WIRE_HELLO:
-        MS_TRY(finish_hello(&r, &out->u.hello.xfer, seen));
-        /* all zero means absent: a present one must not be, or bytes would not round-trip */
-        if ((seen & B(K_AUTH)) && all_zero(out->u.hello.auth, MS_WIRE_AUTH_BYTES))
-            RFAIL(&r, MS_ERR_FORMAT, "field 'auth' is all zero");
-        break;
-    case MS_WIRE_HELLO_ACK:
-        if ((out->u.ack.xfer == MS_WIRE_VIA_NCCL) != !!(seen & B(K_NCCL_ID)))
-            RFAIL(&r, MS_ERR_FORMAT, "field 'nccl_id' %s", seen & B(K_NCCL_ID) ? "without xfer 'nccl'" : "missing for xfer 'nccl'");
-        if ((seen & B(K_NONCE)) && all_zero(out->u.ack.nonce, MS_WIRE_NONCE_BYTES))
-            RFAIL(&r, MS_ERR_FORMAT, "field 'nonce' is all zero");
-        break;
-    case MS_WIRE_BEGIN: {
-        ms_msg_begin *b = &out->u.begin;
-        b->request_id = out->request_id;
-        if (b->n_prompt < 1) RFAIL(&r, MS_ERR_FORMAT, "field 'prompt' is empty");
-        MS_TRY(check_len(&r, &d, K_TOPK_PRE, "n_prompt·k_pre", b->n_prompt * b->k_pre));
-        MS_TRY(finish_features(&r, &d, b->n_prompt, "n_prompt", tensor, tensor_len, has_tensor, &b->features,
-                               &b->feat_dim));
-        out->tensor_seq = d.tensor.seq;
-        out->tensor = tensor_of(&d.tensor);
-        break;
-    }
-    case MS_WIRE_TREE: {
-        ms_msg_tree *t = &out->u.tree;
-        t->request_id = out->request_id;
-        t->round = out->round;
-        static const int arrays[] = {K_TOKEN, K_PARENT, K_DEPTH, K_SCORE};
-        for (int i = 0; i < 4; i++) MS_TRY(check_len(&r, &d, arrays[i], "n", t->tree.n));
-        MS_TRY(finish_tree(&r, &t->tree));
-        break;
-    }
-    case MS_WIRE_VERIFY: {
-        ms_msg_verify *vm = &out->u.verify;
-        vm->request_id = out->request_id;
-        vm->round = out->round;
-        MS_TRY(check_len(&r, &d, K_PATH, "n_path", vm->n_path));
-        if (vm->path[0] != 0) RFAIL(&r, MS_ERR_FORMAT, "path[0] is %d, expected the root 0", (int)vm->path[0]);
-        for (int64_t i = 1; i < vm->n_path; i++)
-            if (vm->path[i] <= vm->path[i - 1])
-                RFAIL(&r, MS_ERR_FORMAT, "path[%lld] = %d after %d: a path goes to later nodes", (long long)i,
-                      (int)vm->path[i], (int)vm->path[i - 1]);
-        MS_TRY(check_len(&r, &d, K_VER_TOPK, "n_path·k_ver", vm->n_path * vm->k_ver));
-        MS_TRY(finish_features(&r, &d, vm->n_path, "n_path", tensor, tensor_len, has_tensor, &vm->features,
-                               &vm->feat_dim));
-        out->tensor_seq = d.tensor.seq;
-        out->tensor = tensor_of(&d.tensor);
-        break;
-    }
-    default: break;
-    }
-    return MS_OK;
+    if (t->rid_copy) *(uint64_t *)((char *)out + t->rid_copy) = out->request_id;
+    if (t->round_copy) *(int64_t *)((char *)out + t->round_copy) = out->round;
+    MS_TRY(finish_fields(&r, t, out, &d, seen));
+    return t->finish ? t->finish(&r, out) : MS_OK;
 }
 
 /* ---- comparison ------------------------------------------------------------ */
@@ -1207,98 +1269,56 @@ static bool same_announce(const ms_wire_msg *a, const ms_wire_msg *b, int64_t da
            a->tensor_seq == b->tensor_seq;
 }
 
+
+static bool same_field(const ms_wire_msg *a, const ms_wire_msg *b, const wfield *f) {
+    const char *p = FP(a, f), *q = FP(b, f);
+    switch (f->kind) {
+    case F_U64:
+    case F_I64: return !memcmp(p, q, 8);
+    case F_I32:
+    case F_BITS:
+    case F_ENUM: return !memcmp(p, q, 4);
+    case F_BOOL: return *(const bool *)p == *(const bool *)q;
+    case F_STR: return !strcmp(p, q);
+    case F_HEX: return !memcmp(p, q, (size_t)f->hi);
+    case F_STATS: return !memcmp(p, q, sizeof(ms_draft_stats)); /* six 8-byte members: no padding */
+    case F_IDS:
+    case F_IDS_IN:
+    case F_F32S: {
+        int64_t n = count_of(a, f);
+        if (n != count_of(b, f) || n < 0 || (f->max > 0 && n > f->max)) return false;
+        if (f->kind == F_F32S) return !memcmp(p, q, (size_t)n * sizeof(float));
+        return f->kind == F_IDS ? same_i32s(*(const int32_t *const *)p, *(const int32_t *const *)q, n)
+                                : same_i32s((const int32_t *)p, (const int32_t *)q, n);
+    }
+    case F_TENSOR: {
+        const float *x = *(const float *const *)p, *y = *(const float *const *)q;
+        int64_t da = I64_AT(a, f->aux), db = I64_AT(b, f->aux);
+        return same_features(x, da, y, db, count_of(a, f)) && (!x || a->tensor_seq == b->tensor_seq) &&
+               same_announce(a, b, da, db);
+    }
+    }
+    return false;
+}
+
+static const char *tree_differs(const ms_wire_msg *a, const ms_wire_msg *b) {
+    /* n is equal and in range here: the table's fields came first */
+    const ms_tree *x = &a->u.tree.tree, *y = &b->u.tree.tree;
+    return memcmp(x->mask, y->mask, (size_t)x->n * sizeof(uint64_t)) ? "tree.mask" : NULL;
+}
+
 bool ms_wire_msg_equal(const ms_wire_msg *a, const ms_wire_msg *b, char *why, size_t why_cap) {
     if (why && why_cap) why[0] = '\0';
     if (a->type != b->type) DIFF("type %s vs %s", ms_wire_type_name(a->type), ms_wire_type_name(b->type));
     if (a->request_id != b->request_id) DIFF("rid");
     if (a->round != b->round) DIFF("round");
-    switch (a->type) {
-    case MS_WIRE_HELLO: {
-        const ms_wire_hello *x = &a->u.hello, *y = &b->u.hello;
-        if (x->role != y->role) DIFF("hello.role");
-        if (strcmp(x->model_fp, y->model_fp)) DIFF("hello.model_fp");
-        if (strcmp(x->tok_fp, y->tok_fp)) DIFF("hello.tok_fp");
-        if (x->vocab != y->vocab) DIFF("hello.vocab");
-        if (x->hidden != y->hidden) DIFF("hello.hidden");
-        if (strcmp(x->kind, y->kind)) DIFF("hello.kind");
-        if (x->wants_features != y->wants_features) DIFF("hello.wants_features");
-        if (x->pid != y->pid) DIFF("hello.pid");
-        const ms_wire_xfer *p = &x->xfer, *q = &y->xfer;
-        if (p->offer != q->offer) DIFF("hello.xfer.offer");
-        if (memcmp(p->gpu_uuid, q->gpu_uuid, sizeof p->gpu_uuid)) DIFF("hello.xfer.gpu_uuid");
-        if (strcmp(p->host_id, q->host_id)) DIFF("hello.xfer.host_id");
-        if (p->max_rows != q->max_rows) DIFF("hello.xfer.max_rows");
-        if (memcmp(p->ipc_mem, q->ipc_mem, sizeof p->ipc_mem)) DIFF("hello.xfer.ipc_mem");
-        if (memcmp(p->ipc_event, q->ipc_event, sizeof p->ipc_event)) DIFF("hello.xfer.ipc_event");
-        if (memcmp(x->auth, y->auth, sizeof x->auth)) DIFF("hello.auth");
-        break;
-    }
-    case MS_WIRE_HELLO_ACK:
-        if (a->u.ack.accepted != b->u.ack.accepted) DIFF("hello_ack.accepted");
-        if (strcmp(a->u.ack.reason, b->u.ack.reason)) DIFF("hello_ack.reason");
-        if (a->u.ack.xfer != b->u.ack.xfer) DIFF("hello_ack.xfer");
-        if (memcmp(a->u.ack.nccl_id, b->u.ack.nccl_id, sizeof a->u.ack.nccl_id)) DIFF("hello_ack.nccl_id");
-        if (memcmp(a->u.ack.nonce, b->u.ack.nonce, sizeof a->u.ack.nonce)) DIFF("hello_ack.nonce");
-        break;
-    case MS_WIRE_BEGIN: {
-        const ms_msg_begin *x = &a->u.begin, *y = &b->u.begin;
-        if (x->request_id != y->request_id) DIFF("begin.request_id");
-        if (x->n_prompt != y->n_prompt) DIFF("begin.n_prompt");
-        if (!same_i32s(x->prompt, y->prompt, x->n_prompt)) DIFF("begin.prompt");
-        if (x->k_pre != y->k_pre) DIFF("begin.k_pre");
-        if (!same_i32s(x->topk_pre, y->topk_pre, x->n_prompt * x->k_pre)) DIFF("begin.topk_pre");
-        if (x->root != y->root) DIFF("begin.root");
-        if (x->skip_model != y->skip_model) DIFF("begin.skip_model");
-        if (!same_features(x->features, x->feat_dim, y->features, y->feat_dim, x->n_prompt)) DIFF("begin.features");
-        if (x->features && a->tensor_seq != b->tensor_seq) DIFF("tensor_seq");
-        if (!same_announce(a, b, x->feat_dim, y->feat_dim)) DIFF("begin.tensor (via)");
-        break;
-    }
-    case MS_WIRE_TREE: {
-        const ms_msg_tree *x = &a->u.tree, *y = &b->u.tree;
-        if (x->request_id != y->request_id || x->round != y->round) DIFF("tree.request_id/round");
-        int64_t n = x->tree.n;
-        if (n != y->tree.n) DIFF("tree.n");
-        if (n < 0 || n > MS_TREE_MAX) DIFF("tree.n out of range");
-        if (!same_i32s(x->tree.token, y->tree.token, n)) DIFF("tree.token");
-        if (!same_i32s(x->tree.parent, y->tree.parent, n)) DIFF("tree.parent");
-        if (!same_i32s(x->tree.depth, y->tree.depth, n)) DIFF("tree.depth");
-        if (memcmp(x->tree.mask, y->tree.mask, (size_t)n * sizeof(uint64_t))) DIFF("tree.mask");
-        if (memcmp(x->tree.score, y->tree.score, (size_t)n * sizeof(float))) DIFF("tree.score");
-        const ms_draft_stats *s = &x->stats, *t = &y->stats;
-        if (s->backbone_ns != t->backbone_ns || s->head_ns != t->head_ns || s->vocab_ns != t->vocab_ns)
-            DIFF("tree.stats times");
-        if (s->vocab_size != t->vocab_size || s->covered != t->covered || s->emitted != t->emitted)
-            DIFF("tree.stats counts");
-        break;
-    }
-    case MS_WIRE_VERIFY: {
-        const ms_msg_verify *x = &a->u.verify, *y = &b->u.verify;
-        if (x->request_id != y->request_id || x->round != y->round) DIFF("verify.request_id/round");
-        if (x->n_path != y->n_path) DIFF("verify.n_path");
-        if (x->n_path < 0 || x->n_path > MS_TREE_MAX) DIFF("verify.n_path out of range");
-        if (!same_i32s(x->path, y->path, x->n_path)) DIFF("verify.path");
-        if (x->bonus != y->bonus) DIFF("verify.bonus");
-        if (x->k_ver != y->k_ver) DIFF("verify.k_ver");
-        if (x->skip_model != y->skip_model) DIFF("verify.skip_model");
-        if (!same_i32s(x->ver_topk, y->ver_topk, x->n_path * x->k_ver)) DIFF("verify.ver_topk");
-        if (!same_features(x->features, x->feat_dim, y->features, y->feat_dim, x->n_path)) DIFF("verify.features");
-        if (x->features && a->tensor_seq != b->tensor_seq) DIFF("tensor_seq");
-        if (!same_announce(a, b, x->feat_dim, y->feat_dim)) DIFF("verify.tensor (via)");
-        break;
-    }
-    case MS_WIRE_CANCEL:
-        if (strcmp(a->u.cancel.reason, b->u.cancel.reason)) DIFF("cancel.reason");
-        break;
-    case MS_WIRE_END: break;
-    case MS_WIRE_ERROR:
-        if (a->u.error.code != b->u.error.code) DIFF("error.code");
-        if (strcmp(a->u.error.message, b->u.error.message)) DIFF("error.message");
-        break;
-    case MS_WIRE_HEARTBEAT:
-        if (a->u.heartbeat.seq != b->u.heartbeat.seq) DIFF("heartbeat.seq");
-        if (a->u.heartbeat.t_ns != b->u.heartbeat.t_ns) DIFF("heartbeat.t_ns");
-        break;
-    }
+    if (!valid_type(a->type)) return true;
+    const wtype *t = &types[a->type];
+    for (int i = N_ENV; i < n_all(t); i++)
+        if (!same_field(a, b, field_at(t, i))) DIFF("%s.%s", t->name, field_at(t, i)->key);
+    if (t->rid_copy && I64_AT(a, t->rid_copy) != I64_AT(b, t->rid_copy)) DIFF("%s.request_id", t->name);
+    if (t->round_copy && I64_AT(a, t->round_copy) != I64_AT(b, t->round_copy)) DIFF("%s.round", t->name);
+    const char *w = t->differs ? t->differs(a, b) : NULL;
+    if (w) DIFF("%s", w);
     return true;
 }

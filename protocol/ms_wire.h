@@ -33,6 +33,9 @@
  *   end        —
  *   error      code (a negative ms_status), message (str ≤ 1024)
  *   heartbeat  seq, t_ns (uint64)
+ *   ping       build (str ≤ 64: the sender's build id), seq (uint64), reply (bool):
+ *              a ping (reply false) is answered with the receiver's build and
+ *              the same seq (reply true); the build is only logged, never judged
  * Integers use MessagePack's shortest form, floats float32. The encoder always
  * sends frame-1 features as F32; the decoder also accepts F16 and BF16 and
  * converts. "tensor" may carry a fifth key, via ("ipc"|"nccl"), absent for a
@@ -55,6 +58,7 @@
 #define MS_WIRE_KIND_MAX 32      /* hello.kind characters */
 #define MS_WIRE_REASON_MAX 255   /* hello_ack / cancel reason characters */
 #define MS_WIRE_MESSAGE_MAX 1024 /* error message characters */
+#define MS_WIRE_BUILD_MAX 64     /* ping.build characters */
 #define MS_WIRE_TOPK_MAX 64      /* k_pre, k_ver */
 #define MS_WIRE_FEAT_DIM_MAX 65536
 #define MS_WIRE_PROMPT_MAX_DEFAULT (INT64_C(1) << 20)
@@ -69,8 +73,9 @@ typedef enum {
     MS_WIRE_END,
     MS_WIRE_ERROR,
     MS_WIRE_HEARTBEAT,
+    MS_WIRE_PING,
 } ms_wire_type;
-#define MS_WIRE_TYPE_COUNT 9
+#define MS_WIRE_TYPE_COUNT 10
 
 typedef enum { MS_WIRE_ROLE_TARGET = 1, MS_WIRE_ROLE_DRAFT } ms_wire_role;
 
@@ -143,6 +148,12 @@ typedef struct {
     uint64_t seq, t_ns;
 } ms_wire_heartbeat;
 
+typedef struct {
+    char build[MS_WIRE_BUILD_MAX + 1]; /* the sender's build id (its version string) */
+    uint64_t seq;                      /* a reply carries the ping's */
+    bool reply;
+} ms_wire_ping;
+
 /* A decoded or to-be-encoded message. For begin/tree/verify the envelope's
  * request_id (and round for tree/verify) must equal the inner struct's copy;
  * the decoder fills both. Strings are NUL-terminated C strings. */
@@ -162,6 +173,7 @@ typedef struct {
         ms_wire_cancel cancel;
         ms_wire_error error;
         ms_wire_heartbeat heartbeat;
+        ms_wire_ping ping;
     } u;
 } ms_wire_msg;
 

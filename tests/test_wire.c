@@ -140,6 +140,11 @@ static void gen(ms_rng *r, ms_wire_type type, int mode, int64_t max_prompt, stor
         m->u.heartbeat.seq = mode == SZ_MAX ? UINT64_MAX : mode == SZ_MIN ? 0 : rnd_u64(r);
         m->u.heartbeat.t_ns = mode == SZ_MAX ? UINT64_MAX : mode == SZ_MIN ? 0 : rnd_u64(r);
         break;
+    case MS_WIRE_PING:
+        rnd_str(r, m->u.ping.build, MS_WIRE_BUILD_MAX, mode);
+        m->u.ping.seq = mode == SZ_MAX ? UINT64_MAX : mode == SZ_MIN ? 0 : rnd_u64(r);
+        m->u.ping.reply = mode == SZ_MAX || (mode != SZ_MIN && rnd(r, 0, 1));
+        break;
     case MS_WIRE_END: break;
     case MS_WIRE_BEGIN: {
         ms_msg_begin *b = &m->u.begin;
@@ -316,6 +321,13 @@ static void check_with_msgpackc(const ms_wire_buf *b, const ms_wire_msg *m, cons
         CHECK(obj_u64(mget(o, "seq"), m->u.heartbeat.seq) && obj_u64(mget(o, "t_ns"), m->u.heartbeat.t_ns),
               "%s: heartbeat fields", label);
         break;
+    case MS_WIRE_PING: {
+        const msgpack_object *rp = mget(o, "reply");
+        CHECK(obj_str(mget(o, "build"), m->u.ping.build) && obj_u64(mget(o, "seq"), m->u.ping.seq) && rp &&
+                  rp->type == MSGPACK_OBJECT_BOOLEAN && rp->via.boolean == m->u.ping.reply,
+              "%s: ping fields", label);
+        break;
+    }
     default: break;
     }
     msgpack_unpacked_destroy(&up);
@@ -355,7 +367,7 @@ static void test_roundtrip(void) {
     MS_ASSERT(ms_wire_arena_new(4096, &a) == MS_OK);
     ms_wire_buf buf = {0};
     int n = 0;
-    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_HEARTBEAT; t++) {
+    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_TYPE_COUNT; t++) {
         for (int it = 0; it < 200; it++) {
             int mode = it == 0 ? SZ_MAX : it == 1 ? SZ_MIN : SZ_RANDOM;
             store s = {0};
@@ -496,6 +508,11 @@ static void example(ms_wire_type t, ms_wire_msg *m) {
         m->u.heartbeat.seq = 99;
         m->u.heartbeat.t_ns = UINT64_C(1234567890123);
         break;
+    case MS_WIRE_PING:
+        m->request_id = 0;
+        strcpy(m->u.ping.build, "0.1.0");
+        m->u.ping.seq = 3;
+        break;
     }
 }
 
@@ -512,7 +529,7 @@ static void test_golden(void) {
     ms_wire_arena *a = NULL;
     MS_ASSERT(ms_wire_arena_new(0, &a) == MS_OK);
     ms_wire_buf buf = {0};
-    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_HEARTBEAT; t++) {
+    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_TYPE_COUNT; t++) {
         ms_wire_msg m;
         example((ms_wire_type)t, &m);
         const void *tp;
@@ -557,7 +574,7 @@ static void test_comparator(void) {
     ms_wire_msg a, b;
     int32_t ids[12];
     float feat[24];
-    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_HEARTBEAT; t++) {
+    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_TYPE_COUNT; t++) {
         example((ms_wire_type)t, &a);
         CHECK(ms_wire_msg_equal(&a, &a, NULL, 0), "%s equals itself", ms_wire_type_name(a.type));
         b = a, b.request_id++, expect_differs(&a, &b, "rid");
@@ -625,6 +642,10 @@ static void test_comparator(void) {
     example(MS_WIRE_HEARTBEAT, &a);
     b = a, b.u.heartbeat.seq++, expect_differs(&a, &b, "heartbeat.seq");
     b = a, b.u.heartbeat.t_ns++, expect_differs(&a, &b, "heartbeat.t_ns");
+    example(MS_WIRE_PING, &a);
+    b = a, b.u.ping.build[0] = '9', expect_differs(&a, &b, "ping.build");
+    b = a, b.u.ping.seq++, expect_differs(&a, &b, "ping.seq");
+    b = a, b.u.ping.reply = true, expect_differs(&a, &b, "ping.reply");
 }
 
 /* ---- mutated messages (via msgpack-c objects) -------------------------------- */
@@ -736,7 +757,7 @@ static void mm_expect(mmsg *x, ms_wire_arena *a, ms_status want, const char *nee
 static void test_rebuilt_and_dtypes(ms_wire_arena *a) {
     /* msgpack-c packs its own reading of each example back to the same bytes,
      * and a reordered map with non-shortest integers decodes to the same message. */
-    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_HEARTBEAT; t++) {
+    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_TYPE_COUNT; t++) {
         mmsg x;
         mm_open(&x, (ms_wire_type)t);
         ms_wire_msg m, out;
@@ -815,7 +836,7 @@ static void test_rebuilt_and_dtypes(ms_wire_arena *a) {
 static void test_prefixes_and_garbage(ms_wire_arena *a) {
     ms_wire_buf buf = {0};
     int n = 0;
-    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_HEARTBEAT; t++) {
+    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_TYPE_COUNT; t++) {
         ms_wire_msg m, out;
         example((ms_wire_type)t, &m);
         const void *tp;
@@ -990,6 +1011,9 @@ static void test_field_errors(ms_wire_arena *a) {
     CASE(MS_WIRE_ERROR, *mm_get(x.root, "code") = mm_int(0), MS_ERR_RANGE, "'code' is 0");
     CASE(MS_WIRE_ERROR, *mm_get(x.root, "message") = (msgpack_object){.type = MSGPACK_OBJECT_NIL}, MS_ERR_FORMAT, "'message' is nil");
     CASE(MS_WIRE_HEARTBEAT, *mm_get(x.root, "t_ns") = mm_int(-1), MS_ERR_RANGE, "'t_ns' is -1");
+    CASE(MS_WIRE_PING, mm_del(x.root, "reply"), MS_ERR_FORMAT, "ping: missing field 'reply'");
+    CASE(MS_WIRE_PING, *mm_get(x.root, "seq") = mm_int(-1), MS_ERR_RANGE, "ping: field 'seq' is -1");
+    CASE(MS_WIRE_PING, *mm_get(x.root, "build") = mm_str(long_fp), MS_ERR_RANGE, "'build' has 129 bytes, at most 64");
     CASE(MS_WIRE_CANCEL, mm_add(&x, x.root, -1, "tensor", mm_int(0)), MS_ERR_FORMAT, "unknown key 'tensor'");
     CASE(MS_WIRE_END, mm_add(&x, x.root, -1, "reason", mm_str("x")), MS_ERR_FORMAT, "end: control map: unknown key 'reason'");
 #undef CASE
@@ -1092,7 +1116,7 @@ static void timing(void) {
 
 static int write_golden(const char *dir) {
     ms_wire_buf buf = {0};
-    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_HEARTBEAT; t++) {
+    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_TYPE_COUNT; t++) {
         ms_wire_msg m;
         example((ms_wire_type)t, &m);
         const void *tp;
@@ -1127,7 +1151,7 @@ static int write_seed(const char *dir, const char *name, const uint8_t *ctrl, si
 static int write_seeds(const char *dir) {
     ms_wire_buf buf = {0};
     int rc = 0;
-    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_HEARTBEAT; t++) {
+    for (int t = MS_WIRE_HELLO; t <= MS_WIRE_TYPE_COUNT; t++) {
         ms_wire_msg m;
         example((ms_wire_type)t, &m);
         const void *tp;

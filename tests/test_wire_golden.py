@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-TYPES = ["hello", "hello_ack", "begin", "tree", "verify", "end", "cancel", "heartbeat", "error"]
+TYPES = ["hello", "hello_ack", "begin", "tree", "verify", "end", "cancel", "heartbeat", "error", "ping"]
 
 
 def decode(msgpack, data):

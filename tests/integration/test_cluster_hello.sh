@@ -64,6 +64,7 @@ grep -q 'link: refused a second draft' "$tlog" || it_fail "target log: no line f
 joins=$(grep -c 'draft joined' "$tlog")
 [ "$joins" = 1 ] && grep -q "draft joined: .*pid $draft_pid," "$tlog" ||
   it_fail "target log: $joins draft joins, expected only the real draft's (pid $draft_pid)"
+grep -q 'link: the draft runs build [^ ]* (ping ' "$tlog" || it_fail "target log: no line with the draft's build (ping)"
 it_wait_health "$URL" '"draft":"up"' 10 || it_fail "the draft is not up after the strangers"
 kill -0 "$draft_pid" 2>/dev/null || it_fail "the draft node died"
 speculates authenticated
