@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/ms_k_cuda_random.h"
+#include "ms_k_random.h"
 
 static ms_status cpu_set_device(int dev) {
     (void)dev;

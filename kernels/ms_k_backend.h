@@ -140,7 +140,7 @@ struct ms_k_backend {
      * *dev is a view of *host). Free with rope_free. */
     ms_status (*rope_upload)(const ms_k_rope *host, ms_k_rope *dev);
     void (*rope_free)(ms_k_rope *dev);
-    /* dst[i] (act) = ms_k_random_value(seed, i, scale, offset), i < n (ms_k_cuda_random.h). */
+    /* dst[i] (act) = ms_k_random_value(seed, i, scale, offset), i < n (ms_k_random.h). */
     ms_status (*fill_random)(const ms_k_ops *ops, void *dst, int64_t n, uint64_t seed, float scale, float offset);
     /* Size attention's workspace once for every later call (CPU: no-op). */
     ms_status (*attn_reserve)(const ms_k_ops *ops, int64_t max_q, int64_t n_heads, int64_t head_dim, int64_t max_rows);

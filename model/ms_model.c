@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/ms_k_cuda_random.h"
+#include "ms_k_random.h"
 #include "ms_gguf.h"
 #include "ms_k_backend.h"
 #include "ms_qdot.h"

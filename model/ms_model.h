@@ -54,7 +54,7 @@ typedef enum {
 ms_status ms_model_load(const char *dir, const ms_model_opts *opts, ms_model **out);
 /* A model of architecture `cfg` with seeded random weights (no checkpoint,
  * no tokenizer): every [a, b] matrix has deviation 1/sqrt(b) (fan-in), norm
- * weights 1 ± 0.05, biases deviation 0.02 (ms_k_cuda_random.h). On CUDA the
+ * weights 1 ± 0.05, biases deviation 0.02 (ms_k_random.h). On CUDA the
  * weights are generated on the device (no host copy; a Llama-3-8B shape is
  * 16 GB in bf16); on the CPU on the host. The CPU and the CUDA model of the
  * same (cfg, seed) have the same weights up to rounding to act. */

@@ -190,7 +190,7 @@ ms_status ms_k_cuda_blas_workspace(const ms_k_ops *ops, size_t bytes);
 ms_status ms_k_cuda_attn_reserve(const ms_k_ops *ops, int64_t max_q, int64_t n_heads, int64_t head_dim,
                                  int64_t max_rows);
 
-/* dst[i] (act dtype) = the seeded value of ms_k_cuda_random.h for i < n
+/* dst[i] (act dtype) = the seeded value of ms_k_random.h for i < n
  * (mean offset, deviation scale), enqueued on the table's stream. */
 ms_status ms_k_cuda_fill_random(const ms_k_ops *ops, void *dst, int64_t n, uint64_t seed, float scale, float offset);
 

@@ -4,7 +4,7 @@
  * seeded random weights on the device, and CUDA-graph capture / update /
  * launch of a forward (ms_k_cuda.h documents each). */
 #include "ms_k_cuda_impl.h"
-#include "ms_k_cuda_random.h"
+#include "ms_k_random.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

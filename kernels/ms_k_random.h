@@ -1,4 +1,4 @@
-/* ms_k_cuda_random.h — the seeded weight generator of ms_model_new_random,
+/* ms_k_random.h — the seeded weight generator of ms_model_new_random,
  * shared by the host (model/ms_model.c, CPU models) and the device
  * (ms_k_cuda_runtime.cu, CUDA models) so both make the same weights.
  *
@@ -11,8 +11,8 @@
  * per operation, in this order, on both sides (no contraction: the device
  * side uses __fmul_rn/__fadd_rn), so host and device agree bit for bit in f32.
  * Plain C and CUDA; no CUDA header needed. */
-#ifndef MS_K_CUDA_RANDOM_H
-#define MS_K_CUDA_RANDOM_H
+#ifndef MS_K_RANDOM_H
+#define MS_K_RANDOM_H
 
 #include <stdint.h>
 
