@@ -373,444 +373,535 @@ static void write_stats_line(FILE *f, int64_t index, int64_t turn, const questio
             s->draft_failed ? "true" : "false");
 }
 
-int main(int argc, char **argv) {
-    ms_k_cpu_fix_blas_core(argv);
-    ms_log_set_role("generate");
-    const char *model_dir = NULL, *prompt = "", *prompt_file = NULL, *system_msg = NULL;
-    const char *draft_dir = NULL, *draft_kind = NULL, *vocab_mode = "dynamic", *vocab_list = NULL;
-    int64_t max_tokens = 256, steps = -1, max_ctx = 0, threads = 0, seed = 42;
-    int q8_matmul = 0;
-    double temperature = 0.0, top_p = 1.0;
-    bool chat = false, echo = false, no_bos = false, ignore_eos = false, quiet = false;
-    const char *prompts_jsonl = NULL, *stats_out = NULL, *ids_out = NULL, *vocab_stream = NULL, *lm_head = "gathered";
-    int64_t first = INT64_MAX, max_turns = 1;
-    ms_gen_params gp = ms_gen_params_default();
-    ms_dft_opts dopt = ms_dft_opts_default();
-    const char *device = "cpu", *draft_device = NULL;
-    ms_dtype act = MS_DTYPE_BF16;
+/* ---- options ------------------------------------------------------------------ */
 
-    enum {
-        O_STEPS = 1000, O_TOPP, O_SEED, O_MAXCTX, O_THREADS, O_ECHO, O_NOBOS, O_IGNEOS, O_DRAFT, O_DKIND,
-        O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_VART, O_SVK, O_BDECAY, O_BMIN, O_DSC, O_DSD, O_DSM, O_PMIN, O_ADAPT, O_CHAIN, O_JSONL, O_FIRST,
-        O_QUIET, O_STATSOUT, O_IDSOUT, O_Q8MM, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE, O_NGMIN, O_NGMAX, O_NGLEN, O_POLICY
-    };
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},        {"prompt", required_argument, 0, 'p'},
-        {"prompt-file", required_argument, 0, 'f'},  {"chat", no_argument, 0, 'c'},
-        {"system", required_argument, 0, 's'},       {"max-tokens", required_argument, 0, 'n'},
-        {"steps", required_argument, 0, O_STEPS},    {"temperature", required_argument, 0, 't'},
-        {"top-p", required_argument, 0, O_TOPP},     {"seed", required_argument, 0, O_SEED},
-        {"max-ctx", required_argument, 0, O_MAXCTX}, {"threads", required_argument, 0, O_THREADS},
-        {"echo", no_argument, 0, O_ECHO},            {"no-bos", no_argument, 0, O_NOBOS},
-        {"ignore-eos", no_argument, 0, O_IGNEOS},    {"draft", required_argument, 0, O_DRAFT},
-        {"draft-kind", required_argument, 0, O_DKIND}, {"draft-layers", required_argument, 0, O_DLAYERS},
-        {"vocab", required_argument, 0, O_VOCAB},    {"vocab-list", required_argument, 0, O_VLIST},
-        {"w-max", required_argument, 0, O_WMAX},     {"k-pre", required_argument, 0, O_KPRE},
-        {"k-ver", required_argument, 0, O_KVER},     {"tree-k", required_argument, 0, O_TK},
-        {"tree-depth", required_argument, 0, O_TDEPTH}, {"tree-total", required_argument, 0, O_TTOTAL},
-        {"chain", no_argument, 0, O_CHAIN},          {"prompts-jsonl", required_argument, 0, O_JSONL},
-        {"draft-p-min", required_argument, 0, O_PMIN}, {"draft-adaptive", no_argument, 0, O_ADAPT},
-        {"first", required_argument, 0, O_FIRST},    {"quiet", no_argument, 0, O_QUIET},
-        {"stats-out", required_argument, 0, O_STATSOUT}, {"ids-out", required_argument, 0, O_IDSOUT},
-        {"q8-matmul", no_argument, 0, O_Q8MM}, {"help", no_argument, 0, 'h'},
-        {"vocab-stream", required_argument, 0, O_VSTREAM}, {"lm-head", required_argument, 0, O_LMHEAD},
-        {"turns", required_argument, 0, O_TURNS},
-        {"vocab-artifact", required_argument, 0, O_VART}, {"specvocab-k", required_argument, 0, O_SVK},
-        {"vocab-budget-decay", required_argument, 0, O_BDECAY}, {"vocab-budget-min", required_argument, 0, O_BMIN},
-        {"dynaspec-clusters", required_argument, 0, O_DSC}, {"dynaspec-decay", required_argument, 0, O_DSD},
-        {"dynaspec-min", required_argument, 0, O_DSM},
-        {"device", required_argument, 0, O_DEVICE}, {"draft-device", required_argument, 0, O_DDEVICE},
-        {"dtype", required_argument, 0, O_DTYPE},
-        {"ngram-min", required_argument, 0, O_NGMIN}, {"ngram-max", required_argument, 0, O_NGMAX},
-        {"ngram-len", required_argument, 0, O_NGLEN}, {"draft-policy", required_argument, 0, O_POLICY},
-        {0, 0, 0, 0}};
+enum {
+    O_STEPS = 1000, O_TOPP, O_SEED, O_MAXCTX, O_THREADS, O_ECHO, O_NOBOS, O_IGNEOS, O_DRAFT, O_DKIND,
+    O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_VART, O_SVK,
+    O_BDECAY, O_BMIN, O_DSC, O_DSD, O_DSM, O_PMIN, O_ADAPT, O_CHAIN, O_JSONL, O_FIRST,
+    O_QUIET, O_STATSOUT, O_IDSOUT, O_Q8MM, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE, O_NGMIN, O_NGMAX, O_NGLEN, O_POLICY
+};
+static const struct option opts[] = {
+    {"model", required_argument, 0, 'm'},        {"prompt", required_argument, 0, 'p'},
+    {"prompt-file", required_argument, 0, 'f'},  {"chat", no_argument, 0, 'c'},
+    {"system", required_argument, 0, 's'},       {"max-tokens", required_argument, 0, 'n'},
+    {"steps", required_argument, 0, O_STEPS},    {"temperature", required_argument, 0, 't'},
+    {"top-p", required_argument, 0, O_TOPP},     {"seed", required_argument, 0, O_SEED},
+    {"max-ctx", required_argument, 0, O_MAXCTX}, {"threads", required_argument, 0, O_THREADS},
+    {"echo", no_argument, 0, O_ECHO},            {"no-bos", no_argument, 0, O_NOBOS},
+    {"ignore-eos", no_argument, 0, O_IGNEOS},    {"draft", required_argument, 0, O_DRAFT},
+    {"draft-kind", required_argument, 0, O_DKIND}, {"draft-layers", required_argument, 0, O_DLAYERS},
+    {"vocab", required_argument, 0, O_VOCAB},    {"vocab-list", required_argument, 0, O_VLIST},
+    {"w-max", required_argument, 0, O_WMAX},     {"k-pre", required_argument, 0, O_KPRE},
+    {"k-ver", required_argument, 0, O_KVER},     {"tree-k", required_argument, 0, O_TK},
+    {"tree-depth", required_argument, 0, O_TDEPTH}, {"tree-total", required_argument, 0, O_TTOTAL},
+    {"chain", no_argument, 0, O_CHAIN},          {"prompts-jsonl", required_argument, 0, O_JSONL},
+    {"draft-p-min", required_argument, 0, O_PMIN}, {"draft-adaptive", no_argument, 0, O_ADAPT},
+    {"first", required_argument, 0, O_FIRST},    {"quiet", no_argument, 0, O_QUIET},
+    {"stats-out", required_argument, 0, O_STATSOUT}, {"ids-out", required_argument, 0, O_IDSOUT},
+    {"q8-matmul", no_argument, 0, O_Q8MM}, {"help", no_argument, 0, 'h'},
+    {"vocab-stream", required_argument, 0, O_VSTREAM}, {"lm-head", required_argument, 0, O_LMHEAD},
+    {"turns", required_argument, 0, O_TURNS},
+    {"vocab-artifact", required_argument, 0, O_VART}, {"specvocab-k", required_argument, 0, O_SVK},
+    {"vocab-budget-decay", required_argument, 0, O_BDECAY}, {"vocab-budget-min", required_argument, 0, O_BMIN},
+    {"dynaspec-clusters", required_argument, 0, O_DSC}, {"dynaspec-decay", required_argument, 0, O_DSD},
+    {"dynaspec-min", required_argument, 0, O_DSM},
+    {"device", required_argument, 0, O_DEVICE}, {"draft-device", required_argument, 0, O_DDEVICE},
+    {"dtype", required_argument, 0, O_DTYPE},
+    {"ngram-min", required_argument, 0, O_NGMIN}, {"ngram-max", required_argument, 0, O_NGMAX},
+    {"ngram-len", required_argument, 0, O_NGLEN}, {"draft-policy", required_argument, 0, O_POLICY},
+    {0, 0, 0, 0}};
+
+/* Everything the command line sets, with its defaults (gen_args_default). */
+typedef struct {
+    const char *model_dir, *prompt, *prompt_file, *system_msg;
+    const char *draft_dir, *draft_kind, *vocab_mode, *vocab_list;
+    int64_t max_tokens, steps, max_ctx, threads, seed;
+    int q8_matmul;
+    double temperature, top_p;
+    bool chat, echo, no_bos, ignore_eos, quiet;
+    const char *prompts_jsonl, *stats_out, *ids_out, *vocab_stream, *lm_head;
+    int64_t first, max_turns;
+    ms_gen_params gp;
+    ms_dft_opts dopt;
+    const char *device, *draft_device;
+    ms_dtype act;
+    bool spec_flags, tree_flags, speculative;
+    int cuda_dev, draft_cuda_dev;
+} gen_args;
+
+static gen_args gen_args_default(void) {
+    return (gen_args){.prompt = "",
+                      .vocab_mode = "dynamic",
+                      .max_tokens = 256,
+                      .steps = -1,
+                      .seed = 42,
+                      .top_p = 1.0,
+                      .lm_head = "gathered",
+                      .first = INT64_MAX,
+                      .max_turns = 1,
+                      .gp = ms_gen_params_default(),
+                      .dopt = ms_dft_opts_default(),
+                      .device = "cpu",
+                      .act = MS_DTYPE_BF16};
+}
+
+/* The options with a value to check: 1 ok, 0 a bad value (after a message),
+ * -1 not an option of this program. */
+static int apply_value_opt(int c, const char *v, gen_args *a) {
+    ms_dft_opts *d = &a->dopt;
+    switch (c) {
+    case 'n': return parse_i64(v, "--max-tokens", 0, 1 << 24, &a->max_tokens);
+    case O_STEPS: return parse_i64(v, "--steps", 1, 1 << 24, &a->steps);
+    case 't': return parse_f(v, "--temperature", 0.0, 100.0, &a->temperature);
+    case O_TOPP: return parse_f(v, "--top-p", 1e-6, 1.0, &a->top_p);
+    case O_SEED: return parse_i64(v, "--seed", 0, INT64_MAX, &a->seed);
+    case O_MAXCTX: return parse_i64(v, "--max-ctx", 1, 1 << 24, &a->max_ctx);
+    case O_THREADS: return parse_i64(v, "--threads", 1, 256, &a->threads);
+    case O_DLAYERS: return parse_i64(v, "--draft-layers", 1, 1024, &d->layers);
+    case O_WMAX: return parse_i64(v, "--w-max", 1, 1 << 24, &d->w_max);
+    case O_KPRE: return parse_i64(v, "--k-pre", 0, 64, &a->gp.k_pre);
+    case O_KVER: return parse_i64(v, "--k-ver", 0, 64, &a->gp.k_ver);
+    case O_TK: return parse_i64(v, "--tree-k", 1, MS_TREE_MAX_K, &d->tree.top_k);
+    case O_TDEPTH: return parse_i64(v, "--tree-depth", 0, 62, &d->tree.depth);
+    case O_TTOTAL: return parse_i64(v, "--tree-total", 2, MS_TREE_MAX, &d->tree.total);
+    case O_PMIN: {
+        double pm = 0.0;
+        bool ok = parse_f(v, "--draft-p-min", 0.0, 2.0, &pm);
+        d->tree.p_min = (float)pm;
+        return ok;
+    }
+    case O_POLICY:
+        a->gp.cost_policy = !strcmp(v, "cost");
+        if (!strcmp(v, "cost") || !strcmp(v, "all")) return true;
+        fprintf(stderr, "microspec-generate: --draft-policy must be cost or all, got '%s'\n", v);
+        return false;
+    case O_NGMIN: return parse_i64(v, "--ngram-min", 1, MS_NGRAM_N_MAX, &d->ngram_p.n_min);
+    case O_NGMAX: return parse_i64(v, "--ngram-max", 1, MS_NGRAM_N_MAX, &d->ngram_p.n_max);
+    case O_NGLEN: return parse_i64(v, "--ngram-len", 1, MS_TREE_MAX - 1, &d->ngram_p.max_len);
+    case O_SVK: return parse_i64(v, "--specvocab-k", 1, 1 << 24, &d->specvocab_k);
+    case O_BDECAY: return parse_f(v, "--vocab-budget-decay", 1e-6, 1.0, &d->budget_decay);
+    case O_BMIN: return parse_i64(v, "--vocab-budget-min", 0, 1 << 24, &d->budget_min);
+    case O_DSC: return parse_i64(v, "--dynaspec-clusters", 0, 1 << 24, &d->dynaspec_clusters);
+    case O_DSD: return parse_f(v, "--dynaspec-decay", 1e-6, 1.0, &d->dynaspec_decay);
+    case O_DSM: return parse_i64(v, "--dynaspec-min", 0, 1 << 24, &d->dynaspec_min);
+    case O_DTYPE:
+        if (ms_dtype_parse_float(v, &a->act) && (a->act == MS_DTYPE_BF16 || a->act == MS_DTYPE_F16)) return true;
+        fprintf(stderr, "microspec-generate: --dtype must be bf16 or f16, got '%s'\n", v);
+        return false;
+    case O_TURNS:
+        if (!strcmp(v, "all")) {
+            a->max_turns = INT64_MAX;
+            return true;
+        }
+        return parse_i64(v, "--turns", 1, 2, &a->max_turns);
+    case O_FIRST: return parse_i64(v, "--first", 1, 1 << 24, &a->first);
+    default: return -1;
+    }
+}
+
+/* Where each option that only stores its argument or a flag goes. */
+static bool apply_plain_opt(int c, const char *v, gen_args *a) {
+    switch (c) {
+    case 'm': a->model_dir = v; break;
+    case 'p': a->prompt = v; break;
+    case 'f': a->prompt_file = v; break;
+    case 'c': a->chat = true; break;
+    case 's': a->system_msg = v; break;
+    case O_ECHO: a->echo = true; break;
+    case O_NOBOS: a->no_bos = true; break;
+    case O_IGNEOS: a->ignore_eos = true; break;
+    case O_DRAFT: a->draft_dir = v; break;
+    case O_DKIND: a->draft_kind = v; break;
+    case O_VOCAB: a->vocab_mode = v; break;
+    case O_VLIST: a->vocab_list = v; break;
+    case O_CHAIN: a->dopt.tree.chain = true; break;
+    case O_ADAPT: a->dopt.adaptive = true; break;
+    case O_VSTREAM: a->vocab_stream = v; break;
+    case O_LMHEAD: a->lm_head = v; break;
+    case O_VART: a->dopt.vocab_artifact = v; break;
+    case O_DEVICE: a->device = v; break;
+    case O_DDEVICE: a->draft_device = v; break;
+    case O_JSONL: a->prompts_jsonl = v; break;
+    case O_QUIET: a->quiet = true; break;
+    case O_STATSOUT: a->stats_out = v; break;
+    case O_IDSOUT: a->ids_out = v; break;
+    case O_Q8MM: a->q8_matmul = 1; break;
+    default: return false;
+    }
+    return true;
+}
+
+/* Parse the command line into *a; returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, gen_args *a) {
+    *a = gen_args_default();
     int c;
-    bool spec_flags = false, tree_flags = false;
     while ((c = getopt_long(argc, argv, "m:p:f:cs:n:t:h", opts, NULL)) != -1) {
-        bool ok = true;
-        if ((c >= O_DRAFT && c <= O_CHAIN) || (c >= O_NGMIN && c <= O_POLICY)) spec_flags = true;
-        if (c == O_TK || c == O_TDEPTH || c == O_TTOTAL || c == O_CHAIN || c == O_PMIN || c == O_ADAPT) tree_flags = true;
-        switch (c) {
-        case 'm': model_dir = optarg; break;
-        case 'p': prompt = optarg; break;
-        case 'f': prompt_file = optarg; break;
-        case 'c': chat = true; break;
-        case 's': system_msg = optarg; break;
-        case 'n': ok = parse_i64(optarg, "--max-tokens", 0, 1 << 24, &max_tokens); break;
-        case O_STEPS: ok = parse_i64(optarg, "--steps", 1, 1 << 24, &steps); break;
-        case 't': ok = parse_f(optarg, "--temperature", 0.0, 100.0, &temperature); break;
-        case O_TOPP: ok = parse_f(optarg, "--top-p", 1e-6, 1.0, &top_p); break;
-        case O_SEED: ok = parse_i64(optarg, "--seed", 0, INT64_MAX, &seed); break;
-        case O_MAXCTX: ok = parse_i64(optarg, "--max-ctx", 1, 1 << 24, &max_ctx); break;
-        case O_THREADS: ok = parse_i64(optarg, "--threads", 1, 256, &threads); break;
-        case O_ECHO: echo = true; break;
-        case O_NOBOS: no_bos = true; break;
-        case O_IGNEOS: ignore_eos = true; break;
-        case O_DRAFT: draft_dir = optarg; break;
-        case O_DKIND: draft_kind = optarg; break;
-        case O_DLAYERS: ok = parse_i64(optarg, "--draft-layers", 1, 1024, &dopt.layers); break;
-        case O_VOCAB: vocab_mode = optarg; break;
-        case O_VLIST: vocab_list = optarg; break;
-        case O_WMAX: ok = parse_i64(optarg, "--w-max", 1, 1 << 24, &dopt.w_max); break;
-        case O_KPRE: ok = parse_i64(optarg, "--k-pre", 0, 64, &gp.k_pre); break;
-        case O_KVER: ok = parse_i64(optarg, "--k-ver", 0, 64, &gp.k_ver); break;
-        case O_TK: ok = parse_i64(optarg, "--tree-k", 1, MS_TREE_MAX_K, &dopt.tree.top_k); break;
-        case O_TDEPTH: ok = parse_i64(optarg, "--tree-depth", 0, 62, &dopt.tree.depth); break;
-        case O_TTOTAL: ok = parse_i64(optarg, "--tree-total", 2, MS_TREE_MAX, &dopt.tree.total); break;
-        case O_CHAIN: dopt.tree.chain = true; break;
-        case O_PMIN: {
-            double pm = 0.0;
-            ok = parse_f(optarg, "--draft-p-min", 0.0, 2.0, &pm);
-            dopt.tree.p_min = (float)pm;
-            break;
+        if ((c >= O_DRAFT && c <= O_CHAIN) || (c >= O_NGMIN && c <= O_POLICY)) a->spec_flags = true;
+        if (c == O_TK || c == O_TDEPTH || c == O_TTOTAL || c == O_CHAIN || c == O_PMIN || c == O_ADAPT)
+            a->tree_flags = true;
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
         }
-        case O_ADAPT: dopt.adaptive = true; break;
-        case O_POLICY:
-            ok = !strcmp(optarg, "cost") || !strcmp(optarg, "all");
-            gp.cost_policy = !strcmp(optarg, "cost");
-            if (!ok) fprintf(stderr, "microspec-generate: --draft-policy must be cost or all, got '%s'\n", optarg);
-            break;
-        case O_NGMIN: ok = parse_i64(optarg, "--ngram-min", 1, MS_NGRAM_N_MAX, &dopt.ngram_p.n_min); break;
-        case O_NGMAX: ok = parse_i64(optarg, "--ngram-max", 1, MS_NGRAM_N_MAX, &dopt.ngram_p.n_max); break;
-        case O_NGLEN: ok = parse_i64(optarg, "--ngram-len", 1, MS_TREE_MAX - 1, &dopt.ngram_p.max_len); break;
-        case O_VSTREAM: vocab_stream = optarg; break;
-        case O_LMHEAD: lm_head = optarg; break;
-        case O_VART: dopt.vocab_artifact = optarg; break;
-        case O_SVK: ok = parse_i64(optarg, "--specvocab-k", 1, 1 << 24, &dopt.specvocab_k); break;
-        case O_BDECAY: ok = parse_f(optarg, "--vocab-budget-decay", 1e-6, 1.0, &dopt.budget_decay); break;
-        case O_BMIN: ok = parse_i64(optarg, "--vocab-budget-min", 0, 1 << 24, &dopt.budget_min); break;
-        case O_DSC: ok = parse_i64(optarg, "--dynaspec-clusters", 0, 1 << 24, &dopt.dynaspec_clusters); break;
-        case O_DSD: ok = parse_f(optarg, "--dynaspec-decay", 1e-6, 1.0, &dopt.dynaspec_decay); break;
-        case O_DSM: ok = parse_i64(optarg, "--dynaspec-min", 0, 1 << 24, &dopt.dynaspec_min); break;
-        case O_DEVICE: device = optarg; break;
-        case O_DDEVICE: draft_device = optarg; break;
-        case O_DTYPE:
-            ok = ms_dtype_parse_float(optarg, &act) && (act == MS_DTYPE_BF16 || act == MS_DTYPE_F16);
-            if (!ok) fprintf(stderr, "microspec-generate: --dtype must be bf16 or f16, got '%s'\n", optarg);
-            break;
-        case O_TURNS:
-            if (!strcmp(optarg, "all")) max_turns = INT64_MAX;
-            else ok = parse_i64(optarg, "--turns", 1, 2, &max_turns);
-            break;
-        case O_JSONL: prompts_jsonl = optarg; break;
-        case O_FIRST: ok = parse_i64(optarg, "--first", 1, 1 << 24, &first); break;
-        case O_QUIET: quiet = true; break;
-        case O_STATSOUT: stats_out = optarg; break;
-        case O_IDSOUT: ids_out = optarg; break;
-        case O_Q8MM: q8_matmul = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-        if (!ok) return 2;
+        if (apply_plain_opt(c, optarg, a)) continue;
+        int ok = apply_value_opt(c, optarg, a);
+        if (ok < 0) usage(stderr);
+        if (ok <= 0) return 2;
     }
     if (optind < argc) {
         fprintf(stderr, "microspec-generate: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
-    if (!model_dir) {
+    if (!a->model_dir) {
         fprintf(stderr, "microspec-generate: --model DIR is required (see --help)\n");
         return 2;
     }
-    if (!draft_device) draft_device = device;
-    int cuda_dev, draft_cuda_dev;
-    if (ms_model_device_parse(device, &cuda_dev) < 0 || ms_model_device_parse(draft_device, &draft_cuda_dev) < 0)
+    if (!a->draft_device) a->draft_device = a->device;
+    if (ms_model_device_parse(a->device, &a->cuda_dev) < 0 ||
+        ms_model_device_parse(a->draft_device, &a->draft_cuda_dev) < 0)
         return 2;
 #ifndef MS_HAVE_CUDA
-    if (cuda_dev >= 0 || draft_cuda_dev >= 0) {
+    if (a->cuda_dev >= 0 || a->draft_cuda_dev >= 0) {
         fprintf(stderr, "microspec-generate: device '%s' needs CUDA, but this program was built without CUDA\n",
-                cuda_dev >= 0 ? device : draft_device);
+                a->cuda_dev >= 0 ? a->device : a->draft_device);
         return 2;
     }
 #endif
-    bool speculative = draft_dir || draft_kind || spec_flags;
-    if (speculative) {
-        /* The defaults are what measured best on a CPU (results/gguf/defaults-2026-11-28.md):
-         * the n-gram source merged (free drafts; the gate then starts with the
-         * model off and lets it in once it pays), and on a CPU a chain of 5 with
-         * the confidence stop at 0.7 (a 60-node tree costs more rows than it
-         * saves on a few cores). */
-        if (!draft_kind) draft_kind = draft_dir ? "lm+ngram" : "layerskip+ngram";
-        if (!tree_flags && draft_cuda_dev < 0) {
-            dopt.tree.chain = true;
-            dopt.tree.depth = 4;
-            dopt.tree.p_min = 0.7f;
+    a->speculative = a->draft_dir || a->draft_kind || a->spec_flags;
+    return -1;
+}
+
+/* The draft's options, defaults and checks; returns 0, or 2 after a message. */
+static int check_spec_args(gen_args *a) {
+    ms_dft_opts *d = &a->dopt;
+    /* The defaults are what measured best on a CPU (results/gguf/defaults-2026-11-28.md):
+     * the n-gram source merged (free drafts; the gate then starts with the
+     * model off and lets it in once it pays), and on a CPU a chain of 5 with
+     * the confidence stop at 0.7 (a 60-node tree costs more rows than it
+     * saves on a few cores). */
+    if (!a->draft_kind) a->draft_kind = a->draft_dir ? "lm+ngram" : "layerskip+ngram";
+    if (!a->tree_flags && a->draft_cuda_dev < 0) {
+        d->tree.chain = true;
+        d->tree.depth = 4;
+        d->tree.p_min = 0.7f;
+    }
+    if (!ms_dft_kind_parse(a->draft_kind, &d->kind, &d->ngram)) {
+        fprintf(stderr, "microspec-generate: --draft-kind must be lm, eagle, layerskip, ngram or one of the first "
+                        "three + \"+ngram\", got '%s'\n", a->draft_kind);
+        return 2;
+    }
+    if ((d->kind == MS_DRAFT_NGRAM || d->ngram) && ms_ngram_params_check(&d->ngram_p) < 0) return 2;
+    if (d->kind == MS_DRAFT_NGRAM && a->draft_dir) {
+        fprintf(stderr, "microspec-generate: --draft-kind ngram has no model: drop --draft, or use lm+ngram\n");
+        return 2;
+    }
+    if (!ms_dft_vocab_parse(a->vocab_mode, &d->vocab, &d->vsel)) {
+        fprintf(stderr, "microspec-generate: --vocab must be full, static, dynamic, specvocab, specvocab+window, "
+                        "dynaspec or dynaspec+window, got '%s'\n", a->vocab_mode);
+        return 2;
+    }
+    if (a->vocab_stream && !ms_vocab_stream_parse(a->vocab_stream, &d->stream)) {
+        fprintf(stderr, "microspec-generate: --vocab-stream must be both, context or extension, got '%s'\n",
+                a->vocab_stream);
+        return 2;
+    }
+    if (a->vocab_stream && d->vocab != MS_VOCAB_DYNAMIC) {
+        fprintf(stderr, "microspec-generate: --vocab-stream only applies to --vocab dynamic (the window), not %s\n",
+                a->vocab_mode);
+        return 2;
+    }
+    if (!ms_dft_head_parse(a->lm_head, &d->lm_head)) {
+        fprintf(stderr, "microspec-generate: --lm-head must be gathered or indexed, got '%s'\n", a->lm_head);
+        return 2;
+    }
+    if (d->kind != MS_DRAFT_LAYERSKIP && d->kind != MS_DRAFT_NGRAM && !a->draft_dir) {
+        fprintf(stderr, "microspec-generate: --draft-kind %s needs --draft DIR\n", a->draft_kind);
+        return 2;
+    }
+    if (d->tree.chain && d->tree.depth < 1) d->tree.depth = 1;
+    d->model_dir = d->kind == MS_DRAFT_LAYERSKIP ? a->model_dir : a->draft_dir;
+    d->target_dir = a->model_dir;
+    d->vocab_list = a->vocab_list;
+    d->max_ctx = a->max_ctx;
+    d->device = a->draft_device;
+    d->act = a->act;
+    if (d->kind == MS_DRAFT_EAGLE && a->draft_cuda_dev >= 0) {
+        fprintf(stderr, "microspec-generate: an eagle draft runs on the CPU only: add --draft-device cpu "
+                        "(the target may stay on '%s')\n", a->device);
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- the run ------------------------------------------------------------------ */
+
+/* What a run holds; gen_run_free releases it. */
+typedef struct {
+    ms_tok *tok;
+    ms_model *model;
+    ms_tgt *tgt;
+    ms_dft *dft;
+    ms_ngd *ngd; /* --draft-kind ngram */
+    ms_ids ids;
+    char *rendered;
+    question *plist;
+    int64_t n_prompts;
+    ms_ids gen;            /* the ids a turn emitted */
+    char **answers;        /* chat: each finished turn's answer text [n_answers] */
+    int64_t n_answers;
+    ms_chat_msg *msgs;
+    FILE *stats_f, *ids_f;
+    uint64_t request_id;
+} gen_run;
+
+static void gen_run_free(gen_run *r) {
+    if (r->stats_f) fclose(r->stats_f);
+    if (r->ids_f) fclose(r->ids_f);
+    for (int64_t t = 0; r->answers && t < r->n_answers; t++) free(r->answers[t]);
+    questions_free(r->plist, r->n_prompts);
+    free(r->answers);
+    free(r->msgs);
+    ms_ids_free(&r->gen);
+    free(r->rendered);
+    ms_ids_free(&r->ids);
+    ms_dft_free(&r->dft);
+    ms_ngd_free(&r->ngd);
+    ms_tgt_free(&r->tgt);
+    ms_model_free(&r->model);
+    ms_tok_free(&r->tok);
+}
+
+/* Tokenizer, target model and draft, each checked against the others. */
+static ms_status load_models(const gen_args *a, gen_run *r) {
+    MS_TRY(ms_tok_load_path(a->model_dir, &r->tok));
+    ms_model_opts mo = {.max_ctx = a->max_ctx, .device = a->device, .act = a->act, .q8_matmul = a->q8_matmul};
+    MS_TRY(ms_model_load(a->model_dir, &mo, &r->model));
+    const int64_t V = ms_model_vocab(r->model);
+    if (ms_tok_vocab_size(r->tok) > V)
+        MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer has %lld ids but the model only %lld", a->model_dir,
+                (long long)ms_tok_vocab_size(r->tok), (long long)V);
+    MS_TRY(ms_tgt_new(r->model, &r->tgt));
+    int threads = a->threads > 0 ? (int)a->threads : ms_pool_cores();
+    if (a->speculative) ms_tgt_cost_cache(r->tgt, a->model_dir, threads, a->q8_matmul, a->device);
+    const ms_dft_opts *d = &a->dopt;
+    if (a->speculative && d->kind == MS_DRAFT_NGRAM) {
+        MS_TRY(ms_ngd_new(&d->ngram_p, &r->ngd));
+        MS_LOG_INFO("draft: kind ngram (suffixes of %lld..%lld tokens, continuations of ≤ %lld)",
+                    (long long)d->ngram_p.n_min, (long long)d->ngram_p.n_max, (long long)d->ngram_p.max_len);
+    } else if (a->speculative) {
+        MS_TRY(ms_dft_new(d, &r->dft));
+        if (ms_dft_vocab(r->dft) != V)
+            MS_FAIL(MS_ERR_FORMAT, "draft vocabulary %lld differs from the target's %lld: they must share a tokenizer",
+                    (long long)ms_dft_vocab(r->dft), (long long)V);
+    }
+    if (a->chat && ms_tok_chat_kind(r->tok) == MS_CHAT_NONE)
+        MS_FAIL(MS_ERR_UNSUPPORTED,
+                "%s: the tokenizer has no chat template this program knows (Llama-3 or ChatML); drop --chat",
+                a->model_dir);
+    return MS_OK;
+}
+
+/* Sampling and stop ids into a->gp; the prompts; the output files. */
+static ms_status prepare_run(gen_args *a, const char *prompt, gen_run *r) {
+    a->gp.sampling = (ms_k_sampling){.temperature = (float)a->temperature, .top_p = (float)a->top_p};
+    a->gp.seed = (uint64_t)a->seed;
+    /* the end-of-generation ids stop a request, or with --ignore-eos are
+     * never generated (llama.cpp's semantics: its text goes on as ours) */
+    const int32_t *eos;
+    int n_eos = ms_tok_eos(r->tok, &eos);
+    for (int i = 0; i < n_eos && i < MS_MAX_STOP; i++) {
+        if (a->ignore_eos) a->gp.ban_ids[a->gp.n_ban++] = eos[i];
+        else a->gp.stop_ids[a->gp.n_stop++] = eos[i];
+    }
+    if (a->prompts_jsonl) {
+        MS_TRY(load_jsonl_prompts(a->prompts_jsonl, a->first, &r->plist, &r->n_prompts));
+    } else {
+        r->plist = ms_calloc(1, sizeof *r->plist);
+        if (!r->plist) return MS_ERR_NOMEM;
+        r->n_prompts = 1;
+        r->plist[0].turns = ms_calloc(1, sizeof(char *));
+        if (!r->plist[0].turns || !(r->plist[0].turns[0] = strdup(prompt))) return MS_ERR_NOMEM;
+        r->plist[0].n_turns = 1;
+    }
+    if (a->stats_out && !(r->stats_f = fopen(a->stats_out, "w")))
+        MS_FAIL(MS_ERR_IO, "%s: cannot write: %s", a->stats_out, strerror(errno));
+    if (a->ids_out && !(r->ids_f = fopen(a->ids_out, "w")))
+        MS_FAIL(MS_ERR_IO, "%s: cannot write: %s", a->ids_out, strerror(errno));
+    return MS_OK;
+}
+
+/* r->ids := the context of turn t, the conversation so far (see --help). */
+static ms_status turn_prompt(const gen_args *a, gen_run *r, const question *q, int64_t pi, int64_t t) {
+    free(r->rendered);
+    r->rendered = NULL;
+    if (a->chat) {
+        int64_t nm = 0;
+        if (a->system_msg) r->msgs[nm++] = (ms_chat_msg){MS_ROLE_SYSTEM, a->system_msg};
+        for (int64_t j = 0; j < t; j++) {
+            r->msgs[nm++] = (ms_chat_msg){MS_ROLE_USER, q->turns[j]};
+            r->msgs[nm++] = (ms_chat_msg){MS_ROLE_ASSISTANT, r->answers[j]};
         }
-        if (!ms_dft_kind_parse(draft_kind, &dopt.kind, &dopt.ngram)) {
-            fprintf(stderr, "microspec-generate: --draft-kind must be lm, eagle, layerskip, ngram or one of the first "
-                            "three + \"+ngram\", got '%s'\n", draft_kind);
-            return 2;
+        r->msgs[nm++] = (ms_chat_msg){MS_ROLE_USER, q->turns[t]};
+        MS_TRY(ms_chat_render(ms_tok_chat_kind(r->tok), r->msgs, nm, true, &r->rendered));
+        r->ids.n = 0;
+        MS_TRY(ms_tok_encode(r->tok, r->rendered, strlen(r->rendered), true, &r->ids));
+    } else if (t == 0) {
+        if (!a->no_bos && ms_tok_add_bos(r->tok) && ms_tok_bos(r->tok) >= 0)
+            MS_TRY(ms_ids_push(&r->ids, ms_tok_bos(r->tok)));
+        MS_TRY(ms_tok_encode(r->tok, q->turns[0], strlen(q->turns[0]), false, &r->ids));
+    } else {
+        /* ids = turn t−1's prompt ⊕ its generated ids (appended by run_question) */
+        size_t len = strlen(q->turns[t]) + 3;
+        r->rendered = ms_malloc(len);
+        if (!r->rendered) return MS_ERR_NOMEM;
+        snprintf(r->rendered, len, "\n\n%s", q->turns[t]);
+        MS_TRY(ms_tok_encode(r->tok, r->rendered, strlen(r->rendered), false, &r->ids));
+    }
+    if (r->ids.n == 0)
+        MS_FAIL(MS_ERR_FORMAT, "prompt %lld: empty prompt and no BOS token: nothing to condition on", (long long)pi);
+    return MS_OK;
+}
+
+/* Generate one turn from r->ids, its text to stdout (unless quiet) and its
+ * ids to r->gen. */
+static ms_status turn_generate(const gen_args *a, gen_run *r, ms_gen_stats *st) {
+    r->gen.n = 0;
+    printer pr = {.tok = r->tok, .quiet = a->quiet, .collect = &r->gen};
+    ms_tok_decoder_init(&pr.dec);
+    if (a->echo) {
+        pr.collect = NULL;
+        if (!print_tokens(&pr, r->ids.v, r->ids.n)) return pr.err < 0 ? pr.err : MS_ERR_INTERNAL;
+        pr.collect = &r->gen;
+    } else {
+        pr.dec.prev_id = r->ids.v[r->ids.n - 1];
+    }
+    ms_draft_port port;
+    if (r->dft) port = ms_dft_port(r->dft);
+    if (r->ngd) port = ms_ngd_port(r->ngd);
+    MS_TRY(ms_tgt_generate(r->tgt, r->dft || r->ngd ? &port : NULL, ++r->request_id, r->ids.v, r->ids.n, &a->gp,
+                           print_tokens, &pr, st));
+    if (pr.err < 0) return pr.err;
+    if (!a->quiet) {
+        char tail[16];
+        size_t n = 0;
+        ms_tok_decode_flush(&pr.dec, tail, sizeof tail, &n);
+        fwrite(tail, 1, n, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+    return MS_OK;
+}
+
+/* The turn's line on stderr: the full report for a single generation, a
+ * progress line otherwise. */
+static void report_turn(const gen_run *r, int64_t pi, int64_t t, int64_t n_turns, const ms_gen_stats *st) {
+    double decode_s = st->total_s - st->prefill_s;
+    if (r->n_prompts == 1 && n_turns == 1) {
+        fprintf(stderr,
+                "prompt tokens: %lld, prefill: %.2f ms (%.1f tok/s), generated: %lld (%s), decode: %.1f tok/s, "
+                "CPU kernels %s\n",
+                (long long)st->prompt_tokens, st->prefill_s * 1e3,
+                st->prefill_s > 0 ? (double)st->prompt_tokens / st->prefill_s : 0.0, (long long)st->new_tokens,
+                st->stop_reason, decode_s > 0 ? (double)st->new_tokens / decode_s : 0.0,
+                ms_isa_name(ms_isa_active()));
+        if (r->dft || r->ngd) ms_gen_stats_print(st, stderr);
+    } else {
+        fprintf(stderr, "\r[%lld/%lld] turn %lld: prompt %lld tokens, %lld new, accepted %.2f, %.1f tok/s   ",
+                (long long)pi + 1, (long long)r->n_prompts, (long long)t + 1, (long long)st->prompt_tokens,
+                (long long)st->new_tokens, ms_gen_stats_mean_accepted(st),
+                st->total_s > 0 ? (double)st->new_tokens / st->total_s : 0.0);
+    }
+}
+
+static void write_ids_line(FILE *f, int64_t pi, int64_t t, const ms_ids *ids, const ms_ids *gen, int32_t stop_id) {
+    fprintf(f, "{\"prompt\": %lld, \"turn\": %lld, \"prompt_ids\": [", (long long)pi, (long long)t + 1);
+    for (int64_t i = 0; i < ids->n; i++) fprintf(f, "%s%d", i ? ", " : "", ids->v[i]);
+    fprintf(f, "], \"ids\": [");
+    for (int64_t i = 0; i < gen->n; i++) fprintf(f, "%s%d", i ? ", " : "", gen->v[i]);
+    /* the stop token too (not emitted as text), as llama.cpp lists it */
+    if (stop_id >= 0) fprintf(f, "%s%d", gen->n ? ", " : "", stop_id);
+    fprintf(f, "]}\n");
+    fflush(f);
+}
+
+/* Every turn of question pi (up to --turns), each carried into the next. */
+static ms_status run_question(gen_args *a, gen_run *r, int64_t pi, summary *sum) {
+    const question *q = &r->plist[pi];
+    const int64_t n_turns = q->n_turns < a->max_turns ? q->n_turns : a->max_turns;
+    int64_t q_new = 0;
+    double q_wall = 0.0;
+    bool q_ran = false;
+    free(r->answers);
+    free(r->msgs);
+    r->n_answers = 0;
+    r->answers = ms_calloc((size_t)n_turns, sizeof *r->answers);
+    r->msgs = ms_calloc((size_t)(2 * n_turns + 1), sizeof *r->msgs);
+    if (!r->answers || !r->msgs) return MS_ERR_NOMEM;
+    r->n_answers = n_turns;
+    r->ids.n = 0;
+    for (int64_t t = 0; t < n_turns; t++) {
+        MS_TRY(turn_prompt(a, r, q, pi, t));
+        int64_t budget = a->max_tokens;
+        if (a->steps >= 0) budget = a->steps + 1 > r->ids.n ? a->steps + 1 - r->ids.n : 0;
+        if (r->ids.n >= ms_model_max_ctx(r->model)) {
+            MS_LOG_WARN("prompt %lld turn %lld: %lld tokens leave no room in the %lld-row context; skipped",
+                        (long long)pi, (long long)t + 1, (long long)r->ids.n, (long long)ms_model_max_ctx(r->model));
+            break; /* later turns only grow */
         }
-        if ((dopt.kind == MS_DRAFT_NGRAM || dopt.ngram) && ms_ngram_params_check(&dopt.ngram_p) < 0) return 2;
-        if (dopt.kind == MS_DRAFT_NGRAM && draft_dir) {
-            fprintf(stderr, "microspec-generate: --draft-kind ngram has no model: drop --draft, or use lm+ngram\n");
-            return 2;
-        }
-        if (!ms_dft_vocab_parse(vocab_mode, &dopt.vocab, &dopt.vsel)) {
-            fprintf(stderr, "microspec-generate: --vocab must be full, static, dynamic, specvocab, specvocab+window, "
-                            "dynaspec or dynaspec+window, got '%s'\n", vocab_mode);
-            return 2;
-        }
-        if (vocab_stream && !ms_vocab_stream_parse(vocab_stream, &dopt.stream)) {
-            fprintf(stderr, "microspec-generate: --vocab-stream must be both, context or extension, got '%s'\n",
-                    vocab_stream);
-            return 2;
-        }
-        if (vocab_stream && dopt.vocab != MS_VOCAB_DYNAMIC) {
-            fprintf(stderr, "microspec-generate: --vocab-stream only applies to --vocab dynamic (the window), not %s\n",
-                    vocab_mode);
-            return 2;
-        }
-        if (!ms_dft_head_parse(lm_head, &dopt.lm_head)) {
-            fprintf(stderr, "microspec-generate: --lm-head must be gathered or indexed, got '%s'\n", lm_head);
-            return 2;
-        }
-        if (dopt.kind != MS_DRAFT_LAYERSKIP && dopt.kind != MS_DRAFT_NGRAM && !draft_dir) {
-            fprintf(stderr, "microspec-generate: --draft-kind %s needs --draft DIR\n", draft_kind);
-            return 2;
-        }
-        if (dopt.tree.chain && dopt.tree.depth < 1) dopt.tree.depth = 1;
-        dopt.model_dir = dopt.kind == MS_DRAFT_LAYERSKIP ? model_dir : draft_dir;
-        dopt.target_dir = model_dir;
-        dopt.vocab_list = vocab_list;
-        dopt.max_ctx = max_ctx;
-        dopt.device = draft_device;
-        dopt.act = act;
-        if (dopt.kind == MS_DRAFT_EAGLE && draft_cuda_dev >= 0) {
-            fprintf(stderr, "microspec-generate: an eagle draft runs on the CPU only: add --draft-device cpu "
-                            "(the target may stay on '%s')\n", device);
-            return 2;
+        a->gp.max_new_tokens = budget;
+        ms_gen_stats st;
+        MS_TRY(turn_generate(a, r, &st));
+        report_turn(r, pi, t, n_turns, &st);
+        summary_add(sum, &st);
+        q_new += st.new_tokens;
+        q_wall += st.total_s;
+        q_ran = true;
+        if (r->stats_f) write_stats_line(r->stats_f, pi, t + 1, q, &st);
+        if (r->ids_f) write_ids_line(r->ids_f, pi, t, &r->ids, &r->gen, st.stop_id);
+        if (t + 1 == n_turns) break;
+        /* carry the turn into the next one's context */
+        if (a->chat) {
+            MS_TRY(answer_text(r->tok, &r->gen, &r->answers[t]));
+        } else {
+            for (int64_t i = 0; i < r->gen.n; i++) MS_TRY(ms_ids_push(&r->ids, r->gen.v[i]));
         }
     }
-    ms_k_cpu_set_threads(threads > 0 ? (int)threads : ms_pool_cores());
+    if (q_ran) summary_question(sum, q_new, q_wall);
+    for (int64_t t = 0; t < r->n_answers; t++) {
+        free(r->answers[t]);
+        r->answers[t] = NULL;
+    }
+    return MS_OK;
+}
 
+int main(int argc, char **argv) {
+    ms_k_cpu_fix_blas_core(argv);
+    ms_log_set_role("generate");
+    gen_args a;
+    int code = parse_args(argc, argv, &a);
+    if (code >= 0) return code;
+    if (a.speculative && check_spec_args(&a) != 0) return 2;
+    ms_k_cpu_set_threads(a.threads > 0 ? (int)a.threads : ms_pool_cores());
+
+    const char *prompt = a.prompt;
     char *prompt_buf = NULL;
-    if (prompt_file) {
+    if (a.prompt_file) {
         size_t len;
-        if (ms_read_file(prompt_file, &prompt_buf, &len) < 0) return 1;
+        if (ms_read_file(a.prompt_file, &prompt_buf, &len) < 0) return 1;
         prompt = prompt_buf;
     }
-
     int rc = 1;
-    ms_tok *tok = NULL;
-    ms_model *model = NULL;
-    ms_tgt *tgt = NULL;
-    ms_dft *dft = NULL;
-    ms_ngd *ngd = NULL; /* --draft-kind ngram */
-    ms_ids ids = {0};
-    char *rendered = NULL;
-    question *plist = NULL;
-    int64_t n_prompts = 0;
-    ms_ids gen = {0};        /* the ids a turn emitted */
-    char **answers = NULL;   /* chat: each finished turn's answer text [n_answers] */
-    int64_t n_answers = 0;
-    ms_chat_msg *msgs = NULL;
-    FILE *stats_f = NULL, *ids_f = NULL;
-
-    if (ms_tok_load_path(model_dir, &tok) < 0) goto done;
-    ms_model_opts mo = {.max_ctx = max_ctx, .device = device, .act = act, .q8_matmul = q8_matmul};
-    if (ms_model_load(model_dir, &mo, &model) < 0) goto done;
-    const int64_t V = ms_model_vocab(model);
-    if (ms_tok_vocab_size(tok) > V) {
-        MS_LOG_ERROR("%s: tokenizer has %lld ids but the model only %lld", model_dir,
-                     (long long)ms_tok_vocab_size(tok), (long long)V);
-        goto done;
-    }
-    if (ms_tgt_new(model, &tgt) < 0) goto done;
-    if (speculative) ms_tgt_cost_cache(tgt, model_dir, threads > 0 ? (int)threads : ms_pool_cores(), q8_matmul, device);
-    if (speculative && dopt.kind == MS_DRAFT_NGRAM) {
-        if (ms_ngd_new(&dopt.ngram_p, &ngd) < 0) goto done;
-        MS_LOG_INFO("draft: kind ngram (suffixes of %lld..%lld tokens, continuations of ≤ %lld)",
-                    (long long)dopt.ngram_p.n_min, (long long)dopt.ngram_p.n_max, (long long)dopt.ngram_p.max_len);
-    } else if (speculative) {
-        if (ms_dft_new(&dopt, &dft) < 0) goto done;
-        if (ms_dft_vocab(dft) != V) {
-            MS_LOG_ERROR("draft vocabulary %lld differs from the target's %lld: they must share a tokenizer",
-                         (long long)ms_dft_vocab(dft), (long long)V);
-            goto done;
-        }
-    }
-
-    if (chat && ms_tok_chat_kind(tok) == MS_CHAT_NONE) {
-        MS_LOG_ERROR("%s: the tokenizer has no chat template this program knows (Llama-3 or ChatML); drop --chat",
-                     model_dir);
-        goto done;
-    }
-    gp.sampling = (ms_k_sampling){.temperature = (float)temperature, .top_p = (float)top_p};
-    gp.seed = (uint64_t)seed;
-    {
-        /* the end-of-generation ids stop a request, or with --ignore-eos are
-         * never generated (llama.cpp's semantics: its text goes on as ours) */
-        const int32_t *eos;
-        int n_eos = ms_tok_eos(tok, &eos);
-        for (int i = 0; i < n_eos && i < MS_MAX_STOP; i++) {
-            if (ignore_eos) gp.ban_ids[gp.n_ban++] = eos[i];
-            else gp.stop_ids[gp.n_stop++] = eos[i];
-        }
-    }
-    if (prompts_jsonl) {
-        if (load_jsonl_prompts(prompts_jsonl, first, &plist, &n_prompts) < 0) goto done;
-    } else {
-        plist = ms_calloc(1, sizeof *plist);
-        if (!plist) goto done;
-        n_prompts = 1;
-        plist[0].turns = ms_calloc(1, sizeof(char *));
-        if (!plist[0].turns || !(plist[0].turns[0] = strdup(prompt))) goto done;
-        plist[0].n_turns = 1;
-    }
-    if (stats_out && !(stats_f = fopen(stats_out, "w"))) {
-        MS_LOG_ERROR("%s: cannot write: %s", stats_out, strerror(errno));
-        goto done;
-    }
-    if (ids_out && !(ids_f = fopen(ids_out, "w"))) {
-        MS_LOG_ERROR("%s: cannot write: %s", ids_out, strerror(errno));
-        goto done;
-    }
-
+    gen_run r = {0};
     static summary sum; /* large: the link samples */
-    uint64_t request_id = 0;
-    for (int64_t pi = 0; pi < n_prompts; pi++) {
-        const question *q = &plist[pi];
-        const int64_t n_turns = q->n_turns < max_turns ? q->n_turns : max_turns;
-        int64_t q_new = 0;
-        double q_wall = 0.0;
-        bool q_ran = false;
-        free(answers);
-        free(msgs);
-        n_answers = 0;
-        answers = ms_calloc((size_t)n_turns, sizeof *answers);
-        msgs = ms_calloc((size_t)(2 * n_turns + 1), sizeof *msgs);
-        if (!answers || !msgs) goto done;
-        n_answers = n_turns;
-        ids.n = 0;
-        for (int64_t t = 0; t < n_turns; t++) {
-            /* The context of turn t: the conversation so far (see --help). */
-            free(rendered);
-            rendered = NULL;
-            if (chat) {
-                int64_t nm = 0;
-                if (system_msg) msgs[nm++] = (ms_chat_msg){MS_ROLE_SYSTEM, system_msg};
-                for (int64_t j = 0; j < t; j++) {
-                    msgs[nm++] = (ms_chat_msg){MS_ROLE_USER, q->turns[j]};
-                    msgs[nm++] = (ms_chat_msg){MS_ROLE_ASSISTANT, answers[j]};
-                }
-                msgs[nm++] = (ms_chat_msg){MS_ROLE_USER, q->turns[t]};
-                if (ms_chat_render(ms_tok_chat_kind(tok), msgs, nm, true, &rendered) < 0) goto done;
-                ids.n = 0;
-                if (ms_tok_encode(tok, rendered, strlen(rendered), true, &ids) < 0) goto done;
-            } else if (t == 0) {
-                if (!no_bos && ms_tok_add_bos(tok) && ms_tok_bos(tok) >= 0 && ms_ids_push(&ids, ms_tok_bos(tok)) < 0)
-                    goto done;
-                if (ms_tok_encode(tok, q->turns[0], strlen(q->turns[0]), false, &ids) < 0) goto done;
-            } else {
-                /* ids = turn t−1's prompt ⊕ its generated ids (appended below) */
-                size_t len = strlen(q->turns[t]) + 3;
-                rendered = ms_malloc(len);
-                if (!rendered) goto done;
-                snprintf(rendered, len, "\n\n%s", q->turns[t]);
-                if (ms_tok_encode(tok, rendered, strlen(rendered), false, &ids) < 0) goto done;
-            }
-            if (ids.n == 0) {
-                MS_LOG_ERROR("prompt %lld: empty prompt and no BOS token: nothing to condition on", (long long)pi);
-                goto done;
-            }
-            int64_t budget = max_tokens;
-            if (steps >= 0) budget = steps + 1 > ids.n ? steps + 1 - ids.n : 0;
-            if (ids.n >= ms_model_max_ctx(model)) {
-                MS_LOG_WARN("prompt %lld turn %lld: %lld tokens leave no room in the %lld-row context; skipped",
-                            (long long)pi, (long long)t + 1, (long long)ids.n, (long long)ms_model_max_ctx(model));
-                break; /* later turns only grow */
-            }
-            gp.max_new_tokens = budget;
-
-            gen.n = 0;
-            printer pr = {.tok = tok, .quiet = quiet, .collect = &gen};
-            ms_tok_decoder_init(&pr.dec);
-            if (echo) {
-                pr.collect = NULL;
-                if (!print_tokens(&pr, ids.v, ids.n)) goto done;
-                pr.collect = &gen;
-            } else {
-                pr.dec.prev_id = ids.v[ids.n - 1];
-            }
-            ms_gen_stats st;
-            ms_draft_port port;
-            if (dft) port = ms_dft_port(dft);
-            if (ngd) port = ms_ngd_port(ngd);
-            if (ms_tgt_generate(tgt, dft || ngd ? &port : NULL, ++request_id, ids.v, ids.n, &gp, print_tokens, &pr, &st) < 0)
-                goto done;
-            if (pr.err < 0) goto done;
-            if (!quiet) {
-                char tail[16];
-                size_t n = 0;
-                ms_tok_decode_flush(&pr.dec, tail, sizeof tail, &n);
-                fwrite(tail, 1, n, stdout);
-                fputc('\n', stdout);
-                fflush(stdout);
-            }
-            double decode_s = st.total_s - st.prefill_s;
-            if (n_prompts == 1 && n_turns == 1) {
-                fprintf(stderr,
-                        "prompt tokens: %lld, prefill: %.2f ms (%.1f tok/s), generated: %lld (%s), decode: %.1f tok/s, "
-                        "CPU kernels %s\n",
-                        (long long)st.prompt_tokens, st.prefill_s * 1e3,
-                        st.prefill_s > 0 ? (double)st.prompt_tokens / st.prefill_s : 0.0, (long long)st.new_tokens,
-                        st.stop_reason, decode_s > 0 ? (double)st.new_tokens / decode_s : 0.0,
-                        ms_isa_name(ms_isa_active()));
-                if (dft || ngd) ms_gen_stats_print(&st, stderr);
-            } else {
-                fprintf(stderr, "\r[%lld/%lld] turn %lld: prompt %lld tokens, %lld new, accepted %.2f, %.1f tok/s   ",
-                        (long long)pi + 1, (long long)n_prompts, (long long)t + 1, (long long)st.prompt_tokens,
-                        (long long)st.new_tokens, ms_gen_stats_mean_accepted(&st),
-                        st.total_s > 0 ? (double)st.new_tokens / st.total_s : 0.0);
-            }
-            summary_add(&sum, &st);
-            q_new += st.new_tokens;
-            q_wall += st.total_s;
-            q_ran = true;
-            if (stats_f) write_stats_line(stats_f, pi, t + 1, q, &st);
-            if (ids_f) {
-                fprintf(ids_f, "{\"prompt\": %lld, \"turn\": %lld, \"prompt_ids\": [", (long long)pi, (long long)t + 1);
-                for (int64_t i = 0; i < ids.n; i++) fprintf(ids_f, "%s%d", i ? ", " : "", ids.v[i]);
-                fprintf(ids_f, "], \"ids\": [");
-                for (int64_t i = 0; i < gen.n; i++) fprintf(ids_f, "%s%d", i ? ", " : "", gen.v[i]);
-                /* the stop token too (not emitted as text), as llama.cpp lists it */
-                if (st.stop_id >= 0) fprintf(ids_f, "%s%d", gen.n ? ", " : "", st.stop_id);
-                fprintf(ids_f, "]}\n");
-                fflush(ids_f);
-            }
-            if (t + 1 == n_turns) break;
-            /* carry the turn into the next one's context */
-            if (chat) {
-                if (answer_text(tok, &gen, &answers[t]) < 0) goto done;
-            } else {
-                for (int64_t i = 0; i < gen.n; i++)
-                    if (ms_ids_push(&ids, gen.v[i]) < 0) goto done;
-            }
-        }
-        if (q_ran) summary_question(&sum, q_new, q_wall);
-        for (int64_t t = 0; t < n_answers; t++) {
-            free(answers[t]);
-            answers[t] = NULL;
-        }
-    }
-    if (n_prompts > 1 || max_turns > 1) fputc('\n', stderr);
-    if (prompts_jsonl || stats_out) summary_print(&sum, dft || ngd, stdout);
+    if (load_models(&a, &r) < 0 || prepare_run(&a, prompt, &r) < 0) goto done;
+    for (int64_t pi = 0; pi < r.n_prompts; pi++)
+        if (run_question(&a, &r, pi, &sum) < 0) goto done;
+    if (r.n_prompts > 1 || a.max_turns > 1) fputc('\n', stderr);
+    if (a.prompts_jsonl || a.stats_out) summary_print(&sum, r.dft || r.ngd, stdout);
     rc = 0;
 done:
-    if (stats_f) fclose(stats_f);
-    if (ids_f) fclose(ids_f);
-    for (int64_t t = 0; answers && t < n_answers; t++) free(answers[t]);
-    questions_free(plist, n_prompts);
-    free(answers);
-    free(msgs);
-    ms_ids_free(&gen);
-    free(rendered);
+    gen_run_free(&r);
     free(prompt_buf);
-    ms_ids_free(&ids);
-    ms_dft_free(&dft);
-    ms_ngd_free(&ngd);
-    ms_tgt_free(&tgt);
-    ms_model_free(&model);
-    ms_tok_free(&tok);
     return rc;
 }

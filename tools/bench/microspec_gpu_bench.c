@@ -233,33 +233,30 @@ static ms_status bench_op(bench *b, const char *item, const char *shape, opcase 
     return add_row(b, "ops", "Llama-3-8B", item, shape, us, bytes, NAN, NULL);
 }
 
-static ms_status section_ops(bench *b) {
-    fprintf(stderr, TOOL ": (a) copy bandwidth and the op table\n");
-    const model_shape *m = &MODELS[0];
-    const int64_t d = m->d, qd = m->H * m->hd, kvd = m->KV * m->hd, ff = m->ff, V = m->V;
+/* (a) 1 GiB device-to-device copy: the bandwidth the op rows are read against. */
+static ms_status ops_copy(bench *b) {
+    const size_t giB = (size_t)1 << 30;
     pool pl = {0};
-    ms_status st = MS_OK;
-    ms_k_rope rope = {0};
-    char shape[96];
-    opcase o;
+    void *src, *dst;
     double us;
-    /* copy: 1 GiB device to device */
-    {
-        const size_t giB = (size_t)1 << 30;
-        void *src, *dst;
-        if ((st = dalloc(&pl, &src, giB)) != MS_OK || (st = dalloc(&pl, &dst, giB)) != MS_OK) goto done;
-        if (cudaMemsetAsync(src, 1, giB, b->stream) != cudaSuccess) {
-            st = MS_ERR_INTERNAL;
-            goto done;
-        }
-        o = (opcase){.kind = OP_COPY, .y = dst, .x = src, .bytes = giB};
-        if ((st = time_median(b, run_op, &o, &us)) != MS_OK) goto done;
+    ms_status st = dalloc(&pl, &src, giB);
+    if (st == MS_OK) st = dalloc(&pl, &dst, giB);
+    if (st == MS_OK && cudaMemsetAsync(src, 1, giB, b->stream) != cudaSuccess) st = MS_ERR_INTERNAL;
+    if (st == MS_OK) {
+        opcase o = {.kind = OP_COPY, .y = dst, .x = src, .bytes = giB};
+        st = time_median(b, run_op, &o, &us);
+    }
+    if (st == MS_OK) {
         b->copy_gbs = 2.0 * (double)giB / us / 1e3;
         st = add_row(b, "copy", "-", "cudaMemcpyAsync D2D 1 GiB", "1 GiB read + 1 GiB write", us, 2.0 * (double)giB,
                      NAN, "reference for % copy BW");
-        pool_free(&pl);
-        if (st != MS_OK) goto done;
     }
+    pool_free(&pl);
+    return st;
+}
+
+/* The op table's device buffers (Llama-3-8B shapes, a 60-node tree). */
+typedef struct {
     void *W, *x, *y, *nw, *q, *kc, *vc, *att, *g, *u, *emb, *table;
     int32_t *pos, *ids;
     uint64_t *mask;
@@ -267,98 +264,117 @@ static ms_status section_ops(bench *b) {
     float *lg;
     int32_t *tidx;
     float *tval;
-    if ((st = dalloc_act(b, &pl, &W, ff * d, -0.02f, 0.02f)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &x, TREE * ff, -1, 1)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &y, TREE * ff, -1, 1)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &nw, d, 0.9f, 1.1f)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &q, TREE * qd, -1, 1)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &kc, (CTX + MAX_ROWS) * kvd, -1, 1)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &vc, (CTX + MAX_ROWS) * kvd, -1, 1)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &att, TREE * qd, -1, 1)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &g, TREE * ff, -1, 1)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &u, TREE * ff, -1, 1)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &emb, TREE * d, -1, 1)) != MS_OK) goto done;
-    if ((st = dalloc_act(b, &pl, &table, V * d, -0.05f, 0.05f)) != MS_OK) goto done;
-    if ((st = dalloc(&pl, (void **)&lg, (size_t)TREE * (size_t)V * sizeof(float))) != MS_OK) goto done;
-    if ((st = dalloc(&pl, (void **)&tidx, (size_t)TREE * TOPK * sizeof(int32_t))) != MS_OK) goto done;
-    if ((st = dalloc(&pl, (void **)&tval, (size_t)TREE * TOPK * sizeof(float))) != MS_OK) goto done;
-    if ((st = dalloc(&pl, (void **)&pos, TREE * sizeof(int32_t))) != MS_OK) goto done;
-    if ((st = dalloc(&pl, (void **)&ids, TREE * sizeof(int32_t))) != MS_OK) goto done;
-    if ((st = dalloc(&pl, (void **)&mask, TREE * sizeof(uint64_t))) != MS_OK) goto done;
-    if ((st = dalloc(&pl, (void **)&src, 6 * sizeof(int64_t))) != MS_OK) goto done;
-    if ((st = dalloc(&pl, (void **)&dst, 6 * sizeof(int64_t))) != MS_OK) goto done;
-    {
-        int32_t hp[TREE], hi[TREE];
-        uint64_t hm[TREE];
-        int64_t hs[6], hdst[6];
-        ms_rng rng;
-        ms_rng_seed(&rng, 7);
-        for (int i = 0; i < TREE; i++) {
-            hp[i] = CTX + i;
-            hi[i] = (int32_t)(ms_rng_u64(&rng) % (uint64_t)V);
-        }
-        tree_masks(hm, TREE, &rng);
-        for (int i = 0; i < 6; i++) { /* an accepted path of 6 nodes compacted to the front */
-            hs[i] = CTX + 7 * i + 3;
-            hdst[i] = CTX + i;
-        }
-        if ((st = ms_k_cuda_upload(b->ops, pos, hp, sizeof hp)) != MS_OK ||
-            (st = ms_k_cuda_upload(b->ops, ids, hi, sizeof hi)) != MS_OK ||
-            (st = ms_k_cuda_upload(b->ops, mask, hm, sizeof hm)) != MS_OK ||
-            (st = ms_k_cuda_upload(b->ops, src, hs, sizeof hs)) != MS_OK ||
-            (st = ms_k_cuda_upload(b->ops, dst, hdst, sizeof hdst)) != MS_OK)
-            goto done;
-    }
-    if ((st = rope_for(m->hd, &rope)) != MS_OK) goto done;
+} ops_bufs;
 
+static ms_status ops_alloc(bench *b, pool *pl, const model_shape *m, ops_bufs *o) {
+    const int64_t d = m->d, qd = m->H * m->hd, kvd = m->KV * m->hd, ff = m->ff, V = m->V;
+    MS_TRY(dalloc_act(b, pl, &o->W, ff * d, -0.02f, 0.02f));
+    MS_TRY(dalloc_act(b, pl, &o->x, TREE * ff, -1, 1));
+    MS_TRY(dalloc_act(b, pl, &o->y, TREE * ff, -1, 1));
+    MS_TRY(dalloc_act(b, pl, &o->nw, d, 0.9f, 1.1f));
+    MS_TRY(dalloc_act(b, pl, &o->q, TREE * qd, -1, 1));
+    MS_TRY(dalloc_act(b, pl, &o->kc, (CTX + MAX_ROWS) * kvd, -1, 1));
+    MS_TRY(dalloc_act(b, pl, &o->vc, (CTX + MAX_ROWS) * kvd, -1, 1));
+    MS_TRY(dalloc_act(b, pl, &o->att, TREE * qd, -1, 1));
+    MS_TRY(dalloc_act(b, pl, &o->g, TREE * ff, -1, 1));
+    MS_TRY(dalloc_act(b, pl, &o->u, TREE * ff, -1, 1));
+    MS_TRY(dalloc_act(b, pl, &o->emb, TREE * d, -1, 1));
+    MS_TRY(dalloc_act(b, pl, &o->table, V * d, -0.05f, 0.05f));
+    MS_TRY(dalloc(pl, (void **)&o->lg, (size_t)TREE * (size_t)V * sizeof(float)));
+    MS_TRY(dalloc(pl, (void **)&o->tidx, (size_t)TREE * TOPK * sizeof(int32_t)));
+    MS_TRY(dalloc(pl, (void **)&o->tval, (size_t)TREE * TOPK * sizeof(float)));
+    MS_TRY(dalloc(pl, (void **)&o->pos, TREE * sizeof(int32_t)));
+    MS_TRY(dalloc(pl, (void **)&o->ids, TREE * sizeof(int32_t)));
+    MS_TRY(dalloc(pl, (void **)&o->mask, TREE * sizeof(uint64_t)));
+    MS_TRY(dalloc(pl, (void **)&o->src, 6 * sizeof(int64_t)));
+    MS_TRY(dalloc(pl, (void **)&o->dst, 6 * sizeof(int64_t)));
+    return MS_OK;
+}
+
+/* Positions, token ids and tree masks of the 60 rows, and a 6-row KV compaction. */
+static ms_status ops_upload(bench *b, const model_shape *m, const ops_bufs *o) {
+    int32_t hp[TREE], hi[TREE];
+    uint64_t hm[TREE];
+    int64_t hs[6], hdst[6];
+    ms_rng rng;
+    ms_rng_seed(&rng, 7);
+    for (int i = 0; i < TREE; i++) {
+        hp[i] = CTX + i;
+        hi[i] = (int32_t)(ms_rng_u64(&rng) % (uint64_t)m->V);
+    }
+    tree_masks(hm, TREE, &rng);
+    for (int i = 0; i < 6; i++) { /* an accepted path of 6 nodes compacted to the front */
+        hs[i] = CTX + 7 * i + 3;
+        hdst[i] = CTX + i;
+    }
+    MS_TRY(ms_k_cuda_upload(b->ops, o->pos, hp, sizeof hp));
+    MS_TRY(ms_k_cuda_upload(b->ops, o->ids, hi, sizeof hi));
+    MS_TRY(ms_k_cuda_upload(b->ops, o->mask, hm, sizeof hm));
+    MS_TRY(ms_k_cuda_upload(b->ops, o->src, hs, sizeof hs));
+    return ms_k_cuda_upload(b->ops, o->dst, hdst, sizeof hdst);
+}
+
+/* The linear rows: d → d and d → ff, for 1, 10 and 60 rows. */
+static ms_status ops_linear(bench *b, const model_shape *m, const ops_bufs *bf) {
+    const int64_t d = m->d, ff = m->ff;
     static const int64_t ns[] = {1, 10, 60};
     for (int mi = 0; mi < 2; mi++) {
         const int64_t mo = mi ? ff : d;
         for (int ni = 0; ni < 3; ni++) {
             const int64_t n = ns[ni];
-            char item[96];
+            char item[96], shape[96];
             snprintf(item, sizeof item, "linear %lld->%lld n=%lld", (long long)d, (long long)mo, (long long)n);
             snprintf(shape, sizeof shape, "x[%lld,%lld] W[%lld,%lld]", (long long)n, (long long)d, (long long)mo,
                      (long long)d);
-            o = (opcase){.kind = OP_LINEAR, .y = y, .x = x, .w = W, .n = n, .k = d, .m = mo};
-            if ((st = bench_op(b, item, shape, &o, 2.0 * (double)(mo * d + n * d + n * mo))) != MS_OK) goto done;
+            opcase o = {.kind = OP_LINEAR, .y = bf->y, .x = bf->x, .w = bf->W, .n = n, .k = d, .m = mo};
+            MS_TRY(bench_op(b, item, shape, &o, 2.0 * (double)(mo * d + n * d + n * mo)));
         }
     }
-    o = (opcase){.kind = OP_RMSNORM, .y = y, .x = x, .w = nw, .n = TREE, .k = d};
-    if ((st = bench_op(b, "rmsnorm n=60", "x[60,4096]", &o, 2.0 * (double)(2 * TREE * d + d))) != MS_OK) goto done;
-    o = (opcase){.kind = OP_ROPE, .y = q, .n = TREE, .k = m->H, .m = m->hd, .pos = pos, .rope = &rope};
-    if ((st = bench_op(b, "rope q n=60", "q[60,32,128]", &o, 2.0 * 2.0 * (double)(TREE * qd) + 8.0 * TREE * 64)) !=
-        MS_OK)
-        goto done;
+    return MS_OK;
+}
+
+/* The other ops of a decode step at 60 tree rows. */
+static ms_status ops_table(bench *b, const model_shape *m, const ops_bufs *bf, const ms_k_rope *rope) {
+    const int64_t d = m->d, qd = m->H * m->hd, kvd = m->KV * m->hd, ff = m->ff, V = m->V;
+    opcase o = {.kind = OP_RMSNORM, .y = bf->y, .x = bf->x, .w = bf->nw, .n = TREE, .k = d};
+    MS_TRY(bench_op(b, "rmsnorm n=60", "x[60,4096]", &o, 2.0 * (double)(2 * TREE * d + d)));
+    o = (opcase){.kind = OP_ROPE, .y = bf->q, .n = TREE, .k = m->H, .m = m->hd, .pos = bf->pos, .rope = rope};
+    MS_TRY(bench_op(b, "rope q n=60", "q[60,32,128]", &o, 2.0 * 2.0 * (double)(TREE * qd) + 8.0 * TREE * 64));
     const double kv_bytes = 2.0 * 2.0 * (double)kvd;
-    o = (opcase){.kind = OP_ATTN, .y = att, .x = q, .w = kc, .x2 = vc,
+    o = (opcase){.kind = OP_ATTN, .y = bf->att, .x = bf->q, .w = bf->kc, .x2 = bf->vc,
                  .as = {.n_q = 1, .ctx = CTX, .n_heads = m->H, .n_kv_heads = m->KV, .head_dim = m->hd,
                         .scale = 1.0f / sqrtf((float)m->hd), .mask_back = 0}};
-    if ((st = bench_op(b, "attention decode ctx=2048", "32 q heads, 8 kv, hd 128", &o,
-                       kv_bytes * (CTX + 1) + 4.0 * (double)qd)) != MS_OK)
-        goto done;
+    MS_TRY(bench_op(b, "attention decode ctx=2048", "32 q heads, 8 kv, hd 128", &o,
+                    kv_bytes * (CTX + 1) + 4.0 * (double)qd));
     o.as.n_q = TREE;
-    o.mask = mask;
-    if ((st = bench_op(b, "attention tree 60 rows ctx=2048", "tree mask, mask_back 0", &o,
-                       kv_bytes * (CTX + TREE) + 4.0 * (double)(TREE * qd))) != MS_OK)
-        goto done;
-    o = (opcase){.kind = OP_SILU, .y = g, .x = g, .x2 = u, .n = TREE * ff};
-    if ((st = bench_op(b, "silu_glu n=60", "[60,14336]", &o, 3.0 * 2.0 * (double)(TREE * ff))) != MS_OK) goto done;
-    o = (opcase){.kind = OP_EMBED, .y = emb, .w = table, .pos = ids, .n = TREE, .k = d};
-    if ((st = bench_op(b, "embed n=60", "table[128256,4096]", &o, 2.0 * 2.0 * (double)(TREE * d))) != MS_OK)
-        goto done;
-    o = (opcase){.kind = OP_MOVE, .y = kc, .k = kvd, .src = src, .dst = dst, .n = 6};
-    if ((st = bench_op(b, "move_rows 6 rows (KV compaction)", "rows of 8x128", &o, 2.0 * 2.0 * (double)(6 * kvd))) !=
-        MS_OK)
-        goto done;
-    if ((st = ms_k_cuda_lmhead_dense(b->ops, lg, V, y, table, TREE, V, d)) != MS_OK) goto done;
-    o = (opcase){.kind = OP_LSM, .y = lg, .x = lg, .n = TREE, .k = V};
-    if ((st = bench_op(b, "log_softmax 60 rows", "f32 [60,128256]", &o, 2.0 * 4.0 * (double)(TREE * V))) != MS_OK)
-        goto done;
-    o = (opcase){.kind = OP_TOPK, .x = lg, .idx = tidx, .val = tval, .n = HEAD_ROWS, .k = V, .m = TOPK};
-    if ((st = bench_op(b, "top-10 10 rows", "f32 [10,128256]", &o, 4.0 * (double)(HEAD_ROWS * V))) != MS_OK)
-        goto done;
-done:
+    o.mask = bf->mask;
+    MS_TRY(bench_op(b, "attention tree 60 rows ctx=2048", "tree mask, mask_back 0", &o,
+                    kv_bytes * (CTX + TREE) + 4.0 * (double)(TREE * qd)));
+    o = (opcase){.kind = OP_SILU, .y = bf->g, .x = bf->g, .x2 = bf->u, .n = TREE * ff};
+    MS_TRY(bench_op(b, "silu_glu n=60", "[60,14336]", &o, 3.0 * 2.0 * (double)(TREE * ff)));
+    o = (opcase){.kind = OP_EMBED, .y = bf->emb, .w = bf->table, .pos = bf->ids, .n = TREE, .k = d};
+    MS_TRY(bench_op(b, "embed n=60", "table[128256,4096]", &o, 2.0 * 2.0 * (double)(TREE * d)));
+    o = (opcase){.kind = OP_MOVE, .y = bf->kc, .k = kvd, .src = bf->src, .dst = bf->dst, .n = 6};
+    MS_TRY(bench_op(b, "move_rows 6 rows (KV compaction)", "rows of 8x128", &o, 2.0 * 2.0 * (double)(6 * kvd)));
+    MS_TRY(ms_k_cuda_lmhead_dense(b->ops, bf->lg, V, bf->y, bf->table, TREE, V, d));
+    o = (opcase){.kind = OP_LSM, .y = bf->lg, .x = bf->lg, .n = TREE, .k = V};
+    MS_TRY(bench_op(b, "log_softmax 60 rows", "f32 [60,128256]", &o, 2.0 * 4.0 * (double)(TREE * V)));
+    o = (opcase){.kind = OP_TOPK, .x = bf->lg, .idx = bf->tidx, .val = bf->tval, .n = HEAD_ROWS, .k = V, .m = TOPK};
+    return bench_op(b, "top-10 10 rows", "f32 [10,128256]", &o, 4.0 * (double)(HEAD_ROWS * V));
+}
+
+static ms_status section_ops(bench *b) {
+    fprintf(stderr, TOOL ": (a) copy bandwidth and the op table\n");
+    const model_shape *m = &MODELS[0];
+    MS_TRY(ops_copy(b));
+    pool pl = {0};
+    ms_k_rope rope = {0};
+    ops_bufs bf;
+    ms_status st = ops_alloc(b, &pl, m, &bf);
+    if (st == MS_OK) st = ops_upload(b, m, &bf);
+    if (st == MS_OK) st = rope_for(m->hd, &rope);
+    if (st == MS_OK) st = ops_linear(b, m, &bf);
+    if (st == MS_OK) st = ops_table(b, m, &bf, &rope);
     ms_k_cuda_rope_free(&rope);
     pool_free(&pl);
     return st;

@@ -648,172 +648,206 @@ static void write_md_study(FILE *f, cov_study *s, const cov_opts *o) {
 
 /* ---- main ------------------------------------------------------------------ */
 
-int main(int argc, char **argv) {
-    ms_log_set_role("coverage");
+/* The command line. */
+typedef struct {
     const char *toks[MAX_TOKS], *corpus[64];
-    int n_toks = 0, n_corpus = 0, n_eos = 0;
-    const char *spec_bench = NULL, *human_eval = NULL, *cases_path = NULL, *corpus_ids = NULL;
-    const char *csv_path = NULL, *md_path = NULL;
-    int64_t vocab_size = 0, eos[MAX_FORCED];
-    cov_opts o = {.k = {1024, 2048, 3072, 4096, 8192, 16384, 32768}, .n_k = 7};
-    memcpy(o.w, o.k, sizeof o.w);
-    o.n_w = 7;
-    enum { OPT_SB = 256, OPT_HE, OPT_CASES, OPT_CIDS, OPT_VOCAB, OPT_MAXCAT, OPT_CSV, OPT_MD };
-    static const struct option opts[] = {
-        {"tokenizer", required_argument, NULL, 't'},   {"spec-bench", required_argument, NULL, OPT_SB},
-        {"human-eval", required_argument, NULL, OPT_HE}, {"corpus", required_argument, NULL, 'c'},
-        {"cases", required_argument, NULL, OPT_CASES}, {"corpus-ids", required_argument, NULL, OPT_CIDS},
-        {"vocab-size", required_argument, NULL, OPT_VOCAB}, {"eos", required_argument, NULL, 'e'},
-        {"w-max", required_argument, NULL, 'w'},       {"k", required_argument, NULL, 'k'},
-        {"max-per-category", required_argument, NULL, OPT_MAXCAT}, {"csv", required_argument, NULL, OPT_CSV},
-        {"md", required_argument, NULL, OPT_MD},       {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    int n_toks, n_corpus, n_eos;
+    const char *spec_bench, *human_eval, *cases_path, *corpus_ids;
+    const char *csv_path, *md_path;
+    int64_t vocab_size, eos[MAX_FORCED];
+    cov_opts o;
+} cov_args;
+
+enum { OPT_SB = 256, OPT_HE, OPT_CASES, OPT_CIDS, OPT_VOCAB, OPT_MAXCAT, OPT_CSV, OPT_MD };
+static const struct option opts[] = {
+    {"tokenizer", required_argument, NULL, 't'},   {"spec-bench", required_argument, NULL, OPT_SB},
+    {"human-eval", required_argument, NULL, OPT_HE}, {"corpus", required_argument, NULL, 'c'},
+    {"cases", required_argument, NULL, OPT_CASES}, {"corpus-ids", required_argument, NULL, OPT_CIDS},
+    {"vocab-size", required_argument, NULL, OPT_VOCAB}, {"eos", required_argument, NULL, 'e'},
+    {"w-max", required_argument, NULL, 'w'},       {"k", required_argument, NULL, 'k'},
+    {"max-per-category", required_argument, NULL, OPT_MAXCAT}, {"csv", required_argument, NULL, OPT_CSV},
+    {"md", required_argument, NULL, OPT_MD},       {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option into *a: 1 ok, 0 refused (after a message), -1 not an option. */
+static int apply_opt(int c, const char *v, cov_args *a) {
+    switch (c) {
+    case 't':
+        if (a->n_toks == MAX_TOKS) {
+            fprintf(stderr, TOOL ": at most %d --tokenizer\n", MAX_TOKS);
+            return 0;
+        }
+        a->toks[a->n_toks++] = v;
+        return 1;
+    case 'c':
+        if (a->n_corpus == (int)(sizeof a->corpus / sizeof *a->corpus)) {
+            fprintf(stderr, TOOL ": at most %d --corpus files\n", a->n_corpus);
+            return 0;
+        }
+        a->corpus[a->n_corpus++] = v;
+        return 1;
+    case 'e':
+        if (a->n_eos == MAX_FORCED / 2) {
+            fprintf(stderr, TOOL ": at most %d --eos ids\n", a->n_eos);
+            return 0;
+        }
+        if (!ms_cli_i64(TOOL, "--eos", v, 0, INT32_MAX - 1, &a->eos[a->n_eos])) return 0;
+        a->n_eos++;
+        return 1;
+    case 'w': return parse_list(v, "--w-max", a->o.w, &a->o.n_w);
+    case 'k': return parse_list(v, "--k", a->o.k, &a->o.n_k);
+    case OPT_SB: a->spec_bench = v; return 1;
+    case OPT_HE: a->human_eval = v; return 1;
+    case OPT_CASES: a->cases_path = v; return 1;
+    case OPT_CIDS: a->corpus_ids = v; return 1;
+    case OPT_VOCAB: return ms_cli_i64(TOOL, "--vocab-size", v, 1, INT32_MAX, &a->vocab_size);
+    case OPT_MAXCAT: return ms_cli_i64(TOOL, "--max-per-category", v, 0, INT64_MAX, &a->o.max_per_cat);
+    case OPT_CSV: a->csv_path = v; return 1;
+    case OPT_MD: a->md_path = v; return 1;
+    default: return -1;
+    }
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, cov_args *a) {
+    memset(a, 0, sizeof *a);
+    a->o = (cov_opts){.k = {1024, 2048, 3072, 4096, 8192, 16384, 32768}, .n_k = 7};
+    memcpy(a->o.w, a->o.k, sizeof a->o.w);
+    a->o.n_w = 7;
     int c;
     while ((c = getopt_long(argc, argv, "t:c:e:w:k:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 't':
-            if (n_toks == MAX_TOKS) {
-                fprintf(stderr, TOOL ": at most %d --tokenizer\n", MAX_TOKS);
-                return 2;
-            }
-            toks[n_toks++] = optarg;
-            break;
-        case 'c':
-            if (n_corpus == (int)(sizeof corpus / sizeof *corpus)) {
-                fprintf(stderr, TOOL ": at most %d --corpus files\n", n_corpus);
-                return 2;
-            }
-            corpus[n_corpus++] = optarg;
-            break;
-        case 'e':
-            if (n_eos == MAX_FORCED / 2) {
-                fprintf(stderr, TOOL ": at most %d --eos ids\n", n_eos);
-                return 2;
-            }
-            if (!ms_cli_i64(TOOL, "--eos", optarg, 0, INT32_MAX - 1, &eos[n_eos])) return 2;
-            n_eos++;
-            break;
-        case 'w':
-            if (!parse_list(optarg, "--w-max", o.w, &o.n_w)) return 2;
-            break;
-        case 'k':
-            if (!parse_list(optarg, "--k", o.k, &o.n_k)) return 2;
-            break;
-        case OPT_SB: spec_bench = optarg; break;
-        case OPT_HE: human_eval = optarg; break;
-        case OPT_CASES: cases_path = optarg; break;
-        case OPT_CIDS: corpus_ids = optarg; break;
-        case OPT_VOCAB:
-            if (!ms_cli_i64(TOOL, "--vocab-size", optarg, 1, INT32_MAX, &vocab_size)) return 2;
-            break;
-        case OPT_MAXCAT:
-            if (!ms_cli_i64(TOOL, "--max-per-category", optarg, 0, INT64_MAX, &o.max_per_cat)) return 2;
-            break;
-        case OPT_CSV: csv_path = optarg; break;
-        case OPT_MD: md_path = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
         }
+        int ok = apply_opt(c, optarg, a);
+        if (ok < 0) usage(stderr);
+        if (ok <= 0) return 2;
     }
-    bool ids_mode = cases_path != NULL;
+    bool ids_mode = a->cases_path != NULL;
     if (optind < argc) {
         fprintf(stderr, TOOL ": unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (ids_mode ? (n_toks || spec_bench || human_eval || n_corpus || !vocab_size)
-                 : (!n_toks || (!spec_bench && !human_eval) || !n_corpus || corpus_ids || vocab_size)) {
+    if (ids_mode ? (a->n_toks || a->spec_bench || a->human_eval || a->n_corpus || !a->vocab_size)
+                 : (!a->n_toks || (!a->spec_bench && !a->human_eval) || !a->n_corpus || a->corpus_ids ||
+                    a->vocab_size)) {
         fprintf(stderr, TOOL ": use either --tokenizer with --spec-bench/--human-eval and --corpus, or --cases "
                         "with --vocab-size (and --corpus-ids)\n");
         usage(stderr);
         return 2;
     }
+    return -1;
+}
 
-    int n_studies = ids_mode ? 1 : n_toks;
-    cov_study *studies = ms_calloc((size_t)n_studies, sizeof *studies);
-    FILE *csv = NULL, *md = NULL;
-    int rc = 1;
-    if (!studies) goto done;
-    for (int t = 0; t < n_studies; t++) {
-        cov_study *s = &studies[t];
-        ms_tok *tok = NULL;
-        double t0 = ms_now_s();
-        if (ids_mode) {
-            snprintf(s->name, sizeof s->name, "ids");
-            snprintf(s->source, sizeof s->source, "%s", cases_path);
-            s->V = vocab_size;
-        } else {
-            tokenizer_name(toks[t], s->name, sizeof s->name);
-            snprintf(s->source, sizeof s->source, "%s", toks[t]);
-            if (load_tokenizer(toks[t], &tok) < 0) goto done;
-            s->V = ms_tok_vocab_size(tok);
-            if (ms_tok_chat_kind(tok) == MS_CHAT_NONE) {
-                fprintf(stderr, TOOL ": %s has no supported chat template\n", toks[t]);
-                ms_tok_free(&tok);
-                goto done;
-            }
-            /* the fixed Spec-Bench + HumanEval column order */
-            const char *fixed[] = {"mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag",
-                                   "humaneval"};
-            for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) cat_index(s, fixed[i], true);
+/* Study t's name, vocabulary, categories and forced ids; *tok is its
+ * tokenizer in text mode (NULL in ids mode). */
+static ms_status study_setup(cov_study *s, const cov_args *a, int t, ms_tok **tok) {
+    if (a->cases_path) {
+        snprintf(s->name, sizeof s->name, "ids");
+        snprintf(s->source, sizeof s->source, "%s", a->cases_path);
+        s->V = a->vocab_size;
+    } else {
+        tokenizer_name(a->toks[t], s->name, sizeof s->name);
+        snprintf(s->source, sizeof s->source, "%s", a->toks[t]);
+        MS_TRY(load_tokenizer(a->toks[t], tok));
+        s->V = ms_tok_vocab_size(*tok);
+        if (ms_tok_chat_kind(*tok) == MS_CHAT_NONE) {
+            fprintf(stderr, TOOL ": %s has no supported chat template\n", a->toks[t]);
+            return MS_ERR_UNSUPPORTED;
         }
-        for (int i = 0; i < n_eos; i++) {
-            if (eos[i] >= s->V) {
-                fprintf(stderr, TOOL ": --eos %lld out of [0, %lld)\n", (long long)eos[i], (long long)s->V);
-                ms_tok_free(&tok);
-                goto done;
-            }
-            s->forced[s->n_forced++] = (int32_t)eos[i];
-        }
-        if (tok) {
-            const int32_t *te;
-            int nte = ms_tok_eos(tok, &te);
-            for (int i = 0; i < nte && s->n_forced < MAX_FORCED; i++) s->forced[s->n_forced++] = te[i];
-        }
-        s->counts = ms_calloc((size_t)s->V, sizeof(int64_t));
-        ms_status st = s->counts ? MS_OK : MS_ERR_NOMEM;
-        if (ids_mode) {
-            if (st == MS_OK) st = read_cases(s, &o, cases_path);
-            if (st == MS_OK && corpus_ids) st = count_corpus_ids(s, corpus_ids);
-        } else {
-            if (st == MS_OK && spec_bench) st = read_jsonl(s, tok, &o, spec_bench, spec_bench_row);
-            if (st == MS_OK && human_eval) st = read_jsonl(s, tok, &o, human_eval, human_eval_row);
-            for (int i = 0; st == MS_OK && i < n_corpus; i++) st = count_corpus(s, tok, corpus[i]);
-        }
-        ms_tok_free(&tok);
-        if (st == MS_OK) st = measure(s, &o);
-        if (st < 0) goto done;
-        fprintf(stderr, TOOL ": %s: %lld cases, %lld corpus tokens, %.2f s\n", s->name, (long long)s->n_cases,
-                (long long)s->corpus_tokens, ms_now_s() - t0);
+        /* the fixed Spec-Bench + HumanEval column order */
+        const char *fixed[] = {"mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag",
+                               "humaneval"};
+        for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) cat_index(s, fixed[i], true);
     }
+    for (int i = 0; i < a->n_eos; i++) {
+        if (a->eos[i] >= s->V) {
+            fprintf(stderr, TOOL ": --eos %lld out of [0, %lld)\n", (long long)a->eos[i], (long long)s->V);
+            return MS_ERR_RANGE;
+        }
+        s->forced[s->n_forced++] = (int32_t)a->eos[i];
+    }
+    if (*tok) {
+        const int32_t *te;
+        int nte = ms_tok_eos(*tok, &te);
+        for (int i = 0; i < nte && s->n_forced < MAX_FORCED; i++) s->forced[s->n_forced++] = te[i];
+    }
+    return MS_OK;
+}
 
-    csv = csv_path ? fopen(csv_path, "w") : stdout;
+/* Read study t's cases and corpus, and measure it. */
+static ms_status study_run(cov_study *s, const cov_args *a, int t) {
+    ms_tok *tok = NULL;
+    double t0 = ms_now_s();
+    ms_status st = study_setup(s, a, t, &tok);
+    if (st == MS_OK) {
+        s->counts = ms_calloc((size_t)s->V, sizeof(int64_t));
+        st = s->counts ? MS_OK : MS_ERR_NOMEM;
+    }
+    if (a->cases_path) {
+        if (st == MS_OK) st = read_cases(s, &a->o, a->cases_path);
+        if (st == MS_OK && a->corpus_ids) st = count_corpus_ids(s, a->corpus_ids);
+    } else {
+        if (st == MS_OK && a->spec_bench) st = read_jsonl(s, tok, &a->o, a->spec_bench, spec_bench_row);
+        if (st == MS_OK && a->human_eval) st = read_jsonl(s, tok, &a->o, a->human_eval, human_eval_row);
+        for (int i = 0; st == MS_OK && i < a->n_corpus; i++) st = count_corpus(s, tok, a->corpus[i]);
+    }
+    ms_tok_free(&tok);
+    if (st == MS_OK) st = measure(s, &a->o);
+    if (st < 0) return st;
+    fprintf(stderr, TOOL ": %s: %lld cases, %lld corpus tokens, %.2f s\n", s->name, (long long)s->n_cases,
+            (long long)s->corpus_tokens, ms_now_s() - t0);
+    return MS_OK;
+}
+
+/* The CSV (stdout or --csv) and the Markdown report (--md); the exit code. */
+static int write_outputs(const cov_args *a, cov_study *studies, int n_studies) {
+    int rc = 1;
+    FILE *csv = a->csv_path ? fopen(a->csv_path, "w") : stdout, *md = NULL;
     if (!csv) {
-        fprintf(stderr, TOOL ": %s: %s\n", csv_path, strerror(errno));
-        goto done;
+        fprintf(stderr, TOOL ": %s: %s\n", a->csv_path, strerror(errno));
+        return 1;
     }
     write_csv_header(csv);
-    for (int t = 0; t < n_studies; t++) write_csv(csv, &studies[t], &o);
-    if (md_path) {
-        md = fopen(md_path, "w");
+    for (int t = 0; t < n_studies; t++) write_csv(csv, &studies[t], &a->o);
+    if (a->md_path) {
+        md = fopen(a->md_path, "w");
         if (!md) {
-            fprintf(stderr, TOOL ": %s: %s\n", md_path, strerror(errno));
+            fprintf(stderr, TOOL ": %s: %s\n", a->md_path, strerror(errno));
             goto done;
         }
-        write_md_definitions(md, &o);
-        for (int t = 0; t < n_studies; t++) write_md_study(md, &studies[t], &o);
+        write_md_definitions(md, &a->o);
+        for (int t = 0; t < n_studies; t++) write_md_study(md, &studies[t], &a->o);
     }
     rc = 0;
 done:
-    if (csv && csv != stdout && fclose(csv) != 0) {
-        fprintf(stderr, TOOL ": %s: write failed\n", csv_path);
+    if (csv != stdout && fclose(csv) != 0) {
+        fprintf(stderr, TOOL ": %s: write failed\n", a->csv_path);
         rc = 1;
     } else if (csv == stdout && fflush(stdout) != 0) {
         rc = 1;
     }
     if (md && fclose(md) != 0) {
-        fprintf(stderr, TOOL ": %s: write failed\n", md_path);
+        fprintf(stderr, TOOL ": %s: write failed\n", a->md_path);
         rc = 1;
+    }
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    ms_log_set_role("coverage");
+    cov_args a;
+    int code = parse_args(argc, argv, &a);
+    if (code >= 0) return code;
+    int n_studies = a.cases_path ? 1 : a.n_toks;
+    cov_study *studies = ms_calloc((size_t)n_studies, sizeof *studies);
+    int rc = 1;
+    if (studies) {
+        int t = 0;
+        while (t < n_studies && study_run(&studies[t], &a, t) == MS_OK) t++;
+        if (t == n_studies) rc = write_outputs(&a, studies, n_studies);
     }
     for (int t = 0; studies && t < n_studies; t++) study_free(&studies[t]);
     free(studies);

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,146 +234,188 @@ done:
 
 /* ---- arguments -------------------------------------------------------------- */
 
-static bool parse_i64(const char *s, int64_t *out) { return ms_parse_i64(s, INT64_MIN, INT64_MAX, out); }
-
-static bool parse_f64(const char *s, double *out) { return ms_parse_f64(s, -HUGE_VAL, HUGE_VAL, out); }
-
-int main(int argc, char **argv) {
-    ms_log_set_role("mkmodel");
-    const char *out = NULL, *arch = NULL, *tokenizer = NULL;
-    int64_t vocab = 512, hidden = 64, layers = 2, heads = 4, kv_heads = 0, head_dim = 0, ffn = 0, tie = 0,
-            attn_bias = 0, max_pos = 2048, seed = 1, shards = 1, bos = 1, orig = 8192;
+typedef struct {
+    const char *out, *arch, *tokenizer;
+    int64_t vocab, hidden, layers, heads, kv_heads, head_dim, ffn, tie, attn_bias, max_pos, seed, shards, bos, orig;
     int64_t eos[MS_MAX_EOS];
-    int n_eos = 0;
-    double theta = 10000.0, eps = 0, factor = 8, low = 1, high = 4;
-    bool llama3 = false;
-    ms_dtype dt = MS_DTYPE_F32;
+    int n_eos;
+    double theta, eps, factor, low, high;
+    bool llama3;
+    ms_dtype dt;
+} mk_args;
 
+typedef enum { ARG_STR, ARG_I64, ARG_F64, ARG_DTYPE, ARG_EOS } arg_kind;
+
+/* The options that take a value: where it goes and, for integers, its range.
+ * The --rope-* values imply --rope-llama3. */
+static const struct {
+    const char *name;
+    arg_kind kind;
+    size_t off;
+    int64_t lo, hi;
+    bool llama3;
+} ARGS[] = {
+#define I64(n, f) {n, ARG_I64, offsetof(mk_args, f), INT64_MIN, INT64_MAX, false}
+    {"--out", ARG_STR, offsetof(mk_args, out), 0, 0, false},
+    {"--arch", ARG_STR, offsetof(mk_args, arch), 0, 0, false},
+    {"--tokenizer", ARG_STR, offsetof(mk_args, tokenizer), 0, 0, false},
+    I64("--vocab", vocab),
+    I64("--hidden", hidden),
+    I64("--layers", layers),
+    I64("--heads", heads),
+    I64("--kv-heads", kv_heads),
+    I64("--head-dim", head_dim),
+    I64("--ffn", ffn),
+    {"--tie", ARG_I64, offsetof(mk_args, tie), 0, 1, false},
+    {"--attention-bias", ARG_I64, offsetof(mk_args, attn_bias), 0, 1, false},
+    {"--theta", ARG_F64, offsetof(mk_args, theta), 0, 0, false},
+    {"--eps", ARG_F64, offsetof(mk_args, eps), 0, 0, false},
+    I64("--max-pos", max_pos),
+    I64("--seed", seed),
+    {"--shards", ARG_I64, offsetof(mk_args, shards), 1, 99999, false},
+    I64("--bos", bos),
+    {"--eos", ARG_EOS, offsetof(mk_args, eos), 0, 0, false},
+    {"--rope-factor", ARG_F64, offsetof(mk_args, factor), 0, 0, true},
+    {"--rope-low", ARG_F64, offsetof(mk_args, low), 0, 0, true},
+    {"--rope-high", ARG_F64, offsetof(mk_args, high), 0, 0, true},
+    {"--rope-orig", ARG_I64, offsetof(mk_args, orig), INT64_MIN, INT64_MAX, true},
+    {"--dtype", ARG_DTYPE, offsetof(mk_args, dt), 0, 0, false},
+#undef I64
+};
+
+/* Option `name` with value v into *a: 1 ok, 0 a bad value, -1 no such option. */
+static int apply_arg(mk_args *a, const char *name, const char *v) {
+    for (size_t k = 0; k < sizeof ARGS / sizeof *ARGS; k++) {
+        if (strcmp(name, ARGS[k].name) != 0) continue;
+        void *field = (char *)a + ARGS[k].off;
+        if (ARGS[k].llama3) a->llama3 = true;
+        switch (ARGS[k].kind) {
+        case ARG_STR: *(const char **)field = v; return 1;
+        case ARG_I64: return ms_parse_i64(v, ARGS[k].lo, ARGS[k].hi, field);
+        case ARG_F64: return ms_parse_f64(v, -HUGE_VAL, HUGE_VAL, field);
+        case ARG_DTYPE: return ms_dtype_parse_float(v, field);
+        case ARG_EOS: return a->n_eos < MS_MAX_EOS && ms_parse_i64(v, INT64_MIN, INT64_MAX, &a->eos[a->n_eos++]);
+        }
+    }
+    return -1;
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, mk_args *a) {
+    *a = (mk_args){.vocab = 512, .hidden = 64, .layers = 2, .heads = 4, .max_pos = 2048, .seed = 1, .shards = 1,
+                   .bos = 1, .orig = 8192, .theta = 10000.0, .factor = 8, .low = 1, .high = 4, .dt = MS_DTYPE_F32};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        const char *name = argv[i];
+        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--rope-llama3")) {
-            llama3 = true;
+        if (!strcmp(name, "--rope-llama3")) {
+            a->llama3 = true;
             continue;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "microspec-mkmodel: %s needs a value (see --help)\n", a);
+            fprintf(stderr, "microspec-mkmodel: %s needs a value (see --help)\n", name);
             return 2;
         }
         const char *v = argv[++i];
-        bool ok = true;
-        if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--arch")) arch = v;
-        else if (!strcmp(a, "--tokenizer")) tokenizer = v;
-        else if (!strcmp(a, "--vocab")) ok = parse_i64(v, &vocab);
-        else if (!strcmp(a, "--hidden")) ok = parse_i64(v, &hidden);
-        else if (!strcmp(a, "--layers")) ok = parse_i64(v, &layers);
-        else if (!strcmp(a, "--heads")) ok = parse_i64(v, &heads);
-        else if (!strcmp(a, "--kv-heads")) ok = parse_i64(v, &kv_heads);
-        else if (!strcmp(a, "--head-dim")) ok = parse_i64(v, &head_dim);
-        else if (!strcmp(a, "--ffn")) ok = parse_i64(v, &ffn);
-        else if (!strcmp(a, "--tie")) ok = parse_i64(v, &tie) && (tie == 0 || tie == 1);
-        else if (!strcmp(a, "--attention-bias")) ok = parse_i64(v, &attn_bias) && (attn_bias == 0 || attn_bias == 1);
-        else if (!strcmp(a, "--theta")) ok = parse_f64(v, &theta);
-        else if (!strcmp(a, "--eps")) ok = parse_f64(v, &eps);
-        else if (!strcmp(a, "--max-pos")) ok = parse_i64(v, &max_pos);
-        else if (!strcmp(a, "--seed")) ok = parse_i64(v, &seed);
-        else if (!strcmp(a, "--shards")) ok = parse_i64(v, &shards) && shards >= 1 && shards <= 99999;
-        else if (!strcmp(a, "--bos")) ok = parse_i64(v, &bos);
-        else if (!strcmp(a, "--eos")) {
-            ok = n_eos < MS_MAX_EOS && parse_i64(v, &eos[n_eos]);
-            n_eos++;
-        } else if (!strcmp(a, "--rope-factor")) ok = (llama3 = true) && parse_f64(v, &factor);
-        else if (!strcmp(a, "--rope-low")) ok = (llama3 = true) && parse_f64(v, &low);
-        else if (!strcmp(a, "--rope-high")) ok = (llama3 = true) && parse_f64(v, &high);
-        else if (!strcmp(a, "--rope-orig")) ok = (llama3 = true) && parse_i64(v, &orig);
-        else if (!strcmp(a, "--dtype")) ok = ms_dtype_parse_float(v, &dt);
-        else {
-            fprintf(stderr, "microspec-mkmodel: unknown option '%s' (see --help)\n", a);
+        int ok = apply_arg(a, name, v);
+        if (ok < 0) {
+            fprintf(stderr, "microspec-mkmodel: unknown option '%s' (see --help)\n", name);
             return 2;
         }
         if (!ok) {
-            fprintf(stderr, "microspec-mkmodel: bad value '%s' for %s\n", v, a);
+            fprintf(stderr, "microspec-mkmodel: bad value '%s' for %s\n", v, name);
             return 2;
         }
     }
-    if (!out || !arch) {
+    if (!a->out || !a->arch) {
         usage(stderr);
         return 2;
     }
+    return -1;
+}
 
-    ms_hfconfig c;
-    memset(&c, 0, sizeof c);
-    if (!strcmp(arch, "llama")) c.arch = MS_ARCH_LLAMA;
-    else if (!strcmp(arch, "qwen2")) c.arch = MS_ARCH_QWEN2;
-    else if (!strcmp(arch, "qwen3")) c.arch = MS_ARCH_QWEN3;
+/* The model's config.json from the arguments; returns 0, or 2 after a message. */
+static int build_config(mk_args *a, ms_hfconfig *c) {
+    memset(c, 0, sizeof *c);
+    if (!strcmp(a->arch, "llama")) c->arch = MS_ARCH_LLAMA;
+    else if (!strcmp(a->arch, "qwen2")) c->arch = MS_ARCH_QWEN2;
+    else if (!strcmp(a->arch, "qwen3")) c->arch = MS_ARCH_QWEN3;
     else {
-        fprintf(stderr, "microspec-mkmodel: --arch must be llama, qwen2 or qwen3, not '%s'\n", arch);
+        fprintf(stderr, "microspec-mkmodel: --arch must be llama, qwen2 or qwen3, not '%s'\n", a->arch);
         return 2;
     }
     static const char *arch_names[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"};
-    snprintf(c.arch_name, sizeof c.arch_name, "%s", arch_names[c.arch]);
-    c.vocab_size = vocab;
-    c.hidden_size = hidden;
-    c.n_layers = layers;
-    c.n_heads = heads;
-    c.n_kv_heads = kv_heads > 0 ? kv_heads : heads;
-    c.head_dim = head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : 0;
-    c.intermediate_size = ffn > 0 ? ffn : 2 * hidden;
-    c.max_position_embeddings = max_pos;
-    c.rms_norm_eps = eps > 0 ? eps : c.arch == MS_ARCH_LLAMA ? 1e-5 : 1e-6;
-    c.rope_theta = theta;
-    c.tie_word_embeddings = tie != 0;
-    c.attention_bias = c.arch == MS_ARCH_QWEN2 || attn_bias != 0;
-    c.qk_norm = c.arch == MS_ARCH_QWEN3;
-    if (llama3) {
-        c.rope_scaling.type = MS_ROPE_LLAMA3;
-        c.rope_scaling.factor = factor;
-        c.rope_scaling.low_freq_factor = low;
-        c.rope_scaling.high_freq_factor = high;
-        c.rope_scaling.original_max_position_embeddings = orig;
+    snprintf(c->arch_name, sizeof c->arch_name, "%s", arch_names[c->arch]);
+    c->vocab_size = a->vocab;
+    c->hidden_size = a->hidden;
+    c->n_layers = a->layers;
+    c->n_heads = a->heads;
+    c->n_kv_heads = a->kv_heads > 0 ? a->kv_heads : a->heads;
+    c->head_dim = a->head_dim > 0 ? a->head_dim : a->heads > 0 ? a->hidden / a->heads : 0;
+    c->intermediate_size = a->ffn > 0 ? a->ffn : 2 * a->hidden;
+    c->max_position_embeddings = a->max_pos;
+    c->rms_norm_eps = a->eps > 0 ? a->eps : c->arch == MS_ARCH_LLAMA ? 1e-5 : 1e-6;
+    c->rope_theta = a->theta;
+    c->tie_word_embeddings = a->tie != 0;
+    c->attention_bias = c->arch == MS_ARCH_QWEN2 || a->attn_bias != 0;
+    c->qk_norm = c->arch == MS_ARCH_QWEN3;
+    if (a->llama3) {
+        c->rope_scaling.type = MS_ROPE_LLAMA3;
+        c->rope_scaling.factor = a->factor;
+        c->rope_scaling.low_freq_factor = a->low;
+        c->rope_scaling.high_freq_factor = a->high;
+        c->rope_scaling.original_max_position_embeddings = a->orig;
     }
-    c.bos_token_id = (int32_t)(bos < 0 ? -1 : bos);
-    if (n_eos == 0) eos[n_eos++] = 2;
-    c.n_eos = n_eos;
-    for (int i = 0; i < n_eos; i++) c.eos_token_ids[i] = (int32_t)eos[i];
-    snprintf(c.torch_dtype, sizeof c.torch_dtype, "%s",
-             dt == MS_DTYPE_BF16 ? "bfloat16" : dt == MS_DTYPE_F16 ? "float16" : "float32");
-    if (bos > INT32_MAX || vocab > INT32_MAX) {
+    c->bos_token_id = (int32_t)(a->bos < 0 ? -1 : a->bos);
+    if (a->n_eos == 0) a->eos[a->n_eos++] = 2;
+    c->n_eos = a->n_eos;
+    for (int i = 0; i < a->n_eos; i++) c->eos_token_ids[i] = (int32_t)a->eos[i];
+    snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s",
+             a->dt == MS_DTYPE_BF16 ? "bfloat16" : a->dt == MS_DTYPE_F16 ? "float16" : "float32");
+    if (a->bos > INT32_MAX || a->vocab > INT32_MAX) {
         fprintf(stderr, "microspec-mkmodel: --vocab / --bos out of range\n");
         return 2;
     }
-    for (int i = 0; i < n_eos; i++)
-        if (eos[i] < 0 || eos[i] > INT32_MAX) {
-            fprintf(stderr, "microspec-mkmodel: --eos %lld out of range\n", (long long)eos[i]);
+    for (int i = 0; i < a->n_eos; i++)
+        if (a->eos[i] < 0 || a->eos[i] > INT32_MAX) {
+            fprintf(stderr, "microspec-mkmodel: --eos %lld out of range\n", (long long)a->eos[i]);
             return 2;
         }
+    return 0;
+}
 
-    if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "microspec-mkmodel: cannot create %s: %s\n", out, strerror(errno));
+int main(int argc, char **argv) {
+    ms_log_set_role("mkmodel");
+    mk_args a;
+    int code = parse_args(argc, argv, &a);
+    if (code >= 0) return code;
+    ms_hfconfig c;
+    if (build_config(&a, &c) != 0) return 2;
+
+    if (mkdir(a.out, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "microspec-mkmodel: cannot create %s: %s\n", a.out, strerror(errno));
         return 1;
     }
-    char *cfg_path = ms_path_join(out, "config.json");
+    char *cfg_path = ms_path_join(a.out, "config.json");
     if (!cfg_path) return 1;
     tensor_list l = {0};
     /* config.json first: ms_hfcfg_write validates (through the loader) before writing. */
     ms_status st = ms_hfcfg_write(cfg_path, &c);
-    if (st == MS_OK) st = build_tensors(&c, dt, (uint64_t)seed, &l);
-    if (st == MS_OK && shards > l.n) {
-        MS_LOG_ERROR("--shards %lld is more than the %lld tensors", (long long)shards, (long long)l.n);
+    if (st == MS_OK) st = build_tensors(&c, a.dt, (uint64_t)a.seed, &l);
+    if (st == MS_OK && a.shards > l.n) {
+        MS_LOG_ERROR("--shards %lld is more than the %lld tensors", (long long)a.shards, (long long)l.n);
         st = MS_ERR_INVALID;
     }
-    if (st == MS_OK) st = write_weights(out, &l, (int)shards);
-    if (st == MS_OK && tokenizer) st = copy_tokenizer(tokenizer, out);
+    if (st == MS_OK) st = write_weights(a.out, &l, (int)a.shards);
+    if (st == MS_OK && a.tokenizer) st = copy_tokenizer(a.tokenizer, a.out);
     if (st == MS_OK)
         printf("wrote %s: %s vocab %lld, hidden %lld, layers %lld, heads %lld/%lld, head_dim %lld, ffn %lld, "
                "%lld tensors in %lld file(s), %s, seed %lld\n",
-               out, c.arch_name, (long long)c.vocab_size, (long long)c.hidden_size, (long long)c.n_layers,
+               a.out, c.arch_name, (long long)c.vocab_size, (long long)c.hidden_size, (long long)c.n_layers,
                (long long)c.n_heads, (long long)c.n_kv_heads, (long long)c.head_dim, (long long)c.intermediate_size,
-               (long long)l.n, (long long)shards, ms_dtype_name(dt), (long long)seed);
+               (long long)l.n, (long long)a.shards, ms_dtype_name(a.dt), (long long)a.seed);
     list_free(&l);
     free(cfg_path);
     return st == MS_OK ? 0 : 1;

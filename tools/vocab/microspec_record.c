@@ -206,131 +206,156 @@ static ms_status write_header(recorder *r, const char *sha) {
     return MS_OK;
 }
 
-int main(int argc, char **argv) {
-    ms_k_cpu_fix_blas_core(argv);
-    ms_log_set_role("record");
-    const char *model_path = NULL, *out = NULL;
-    int64_t max_pos = 40000, W = 512, L = 8, threads = 0, chains = 0, every = 16, layers = 0;
-    int exact = 0;
-    enum { O_THREADS = 256, O_EXACT, O_CHAINS, O_EVERY, O_LAYERS };
-    static const struct option opts[] = {
-        {"model", required_argument, NULL, 'm'},   {"out", required_argument, NULL, 'o'},
-        {"max-positions", required_argument, NULL, 'n'}, {"window", required_argument, NULL, 'w'},
-        {"top", required_argument, NULL, 'L'},     {"threads", required_argument, NULL, O_THREADS},
-        {"exact", no_argument, NULL, O_EXACT},     {"help", no_argument, NULL, 'h'},
-        {"chains", required_argument, NULL, O_CHAINS}, {"chain-every", required_argument, NULL, O_EVERY},
-        {"layers", required_argument, NULL, O_LAYERS},
-        {NULL, 0, NULL, 0},
-    };
+/* ---- main ------------------------------------------------------------------ */
+
+typedef struct {
+    const char *model_path, *out;
+    int64_t max_pos, W, L, threads, chains, every, layers;
+    int exact;
+} rec_args;
+
+enum { O_THREADS = 256, O_EXACT, O_CHAINS, O_EVERY, O_LAYERS };
+static const struct option opts[] = {
+    {"model", required_argument, NULL, 'm'},   {"out", required_argument, NULL, 'o'},
+    {"max-positions", required_argument, NULL, 'n'}, {"window", required_argument, NULL, 'w'},
+    {"top", required_argument, NULL, 'L'},     {"threads", required_argument, NULL, O_THREADS},
+    {"exact", no_argument, NULL, O_EXACT},     {"help", no_argument, NULL, 'h'},
+    {"chains", required_argument, NULL, O_CHAINS}, {"chain-every", required_argument, NULL, O_EVERY},
+    {"layers", required_argument, NULL, O_LAYERS},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option into *a: 1 ok, 0 a bad value (after a message), -1 not an option. */
+static int apply_opt(int c, const char *v, rec_args *a) {
+    switch (c) {
+    case 'm': a->model_path = v; return 1;
+    case 'o': a->out = v; return 1;
+    case 'n': return ms_cli_i64(TOOL, "--max-positions", v, 1, INT64_C(1) << 40, &a->max_pos);
+    case 'w': return ms_cli_i64(TOOL, "--window", v, 2, 4096, &a->W);
+    case 'L': return ms_cli_i64(TOOL, "--top", v, 1, 256, &a->L);
+    case O_THREADS: return ms_cli_i64(TOOL, "--threads", v, 1, 1024, &a->threads);
+    case O_EXACT: a->exact = 1; return 1;
+    case O_CHAINS: return ms_cli_i64(TOOL, "--chains", v, 1, 64, &a->chains);
+    case O_EVERY: return ms_cli_i64(TOOL, "--chain-every", v, 1, 4096, &a->every);
+    case O_LAYERS: return ms_cli_i64(TOOL, "--layers", v, 1, 1024, &a->layers);
+    default: return -1;
+    }
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, rec_args *a) {
+    *a = (rec_args){.max_pos = 40000, .W = 512, .L = 8, .every = 16};
     int c;
     while ((c = getopt_long(argc, argv, "m:o:n:w:L:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model_path = optarg; break;
-        case 'o': out = optarg; break;
-        case 'n':
-            if (!ms_cli_i64(TOOL, "--max-positions", optarg, 1, INT64_C(1) << 40, &max_pos)) return 2;
-            break;
-        case 'w':
-            if (!ms_cli_i64(TOOL, "--window", optarg, 2, 4096, &W)) return 2;
-            break;
-        case 'L':
-            if (!ms_cli_i64(TOOL, "--top", optarg, 1, 256, &L)) return 2;
-            break;
-        case O_THREADS:
-            if (!ms_cli_i64(TOOL, "--threads", optarg, 1, 1024, &threads)) return 2;
-            break;
-        case O_EXACT: exact = 1; break;
-        case O_CHAINS:
-            if (!ms_cli_i64(TOOL, "--chains", optarg, 1, 64, &chains)) return 2;
-            break;
-        case O_EVERY:
-            if (!ms_cli_i64(TOOL, "--chain-every", optarg, 1, 4096, &every)) return 2;
-            break;
-        case O_LAYERS:
-            if (!ms_cli_i64(TOOL, "--layers", optarg, 1, 1024, &layers)) return 2;
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
         }
+        int ok = apply_opt(c, optarg, a);
+        if (ok < 0) usage(stderr);
+        if (ok <= 0) return 2;
     }
-    if (!model_path || !out || optind >= argc) {
+    if (!a->model_path || !a->out || optind >= argc) {
         fprintf(stderr, TOOL ": --model, --out and at least one corpus file are required\n");
         usage(stderr);
         return 2;
     }
-    ms_k_cpu_set_threads(threads > 0 ? (int)threads : ms_pool_cores());
+    return -1;
+}
 
-    int rc = 1;
+/* The model (hashed into sha) and its tokenizer, the buffers, OUT.tmp open
+ * for writing (*tmp its name). */
+static ms_status recorder_open(const rec_args *a, recorder *r, char sha[65], ms_tok **tok, ms_model **m,
+                               char **tmp) {
+    if (a->chains && (a->every >= a->W || a->chains > a->every)) {
+        /* chains ≤ every: a window's records ≤ its tokens (quota) */
+        fprintf(stderr, TOOL ": --chains %lld with --chain-every %lld: need chains ≤ every < the window %lld\n",
+                (long long)a->chains, (long long)a->every, (long long)a->W);
+        return MS_ERR_INVALID;
+    }
+    if (!ms_gguf_is_gguf(a->model_path)) {
+        fprintf(stderr, TOOL ": %s is not a GGUF model file\n", a->model_path);
+        return MS_ERR_FORMAT;
+    }
+    MS_TRY(ms_sha256_file(a->model_path, sha));
+    MS_TRY(ms_tok_load_path(a->model_path, tok));
+    ms_model_opts mo = {.max_ctx = a->W + a->chains, .max_batch = a->W, .q8_matmul = !a->exact, .n_layers = a->layers};
+    MS_TRY(ms_model_load(a->model_path, &mo, m));
+    r->m = *m;
+    r->tok = *tok;
+    r->d = ms_model_config(*m)->hidden_size;
+    r->V = ms_model_vocab(*m);
+    if (a->L > r->V) {
+        fprintf(stderr, TOOL ": --top %lld exceeds the vocabulary %lld\n", (long long)a->L, (long long)r->V);
+        return MS_ERR_RANGE;
+    }
+    size_t nlog;
+    if (!ms_mul_size((size_t)a->W, (size_t)r->V, &nlog) || !ms_mul_size(nlog, sizeof(float), &nlog))
+        return MS_ERR_RANGE;
+    r->logits = ms_malloc(nlog);
+    r->top = ms_malloc((size_t)a->L * sizeof(int32_t));
+    r->val = ms_malloc((size_t)a->L * sizeof(float));
+    r->zero = ms_calloc((size_t)r->d, sizeof(float));
+    r->state = ms_malloc((size_t)r->d * sizeof(float));
+    size_t tl = strlen(a->out) + 5;
+    *tmp = ms_malloc(tl);
+    if (!r->logits || !r->top || !r->val || !r->zero || !r->state || !*tmp) return MS_ERR_NOMEM;
+    snprintf(*tmp, tl, "%s.tmp", a->out);
+    r->f = fopen(*tmp, "wb");
+    if (!r->f) {
+        fprintf(stderr, TOOL ": %s: %s\n", *tmp, strerror(errno));
+        return MS_ERR_IO;
+    }
+    return MS_OK;
+}
+
+/* Record the corpus files into OUT.tmp, then rename it to OUT. */
+static ms_status record_all(const rec_args *a, recorder *r, const char *sha, const char *tmp, char **files,
+                            int nfiles) {
+    fprintf(stderr, TOOL ": %s (sha256 %.16s…): V %lld, d %lld; %lld %s in windows of %lld, top-%lld\n",
+            a->model_path, sha, (long long)r->V, (long long)r->d, (long long)a->max_pos,
+            a->chains ? "chain steps" : "positions", (long long)a->W, (long long)a->L);
+    if (a->layers) fprintf(stderr, TOOL ": layerskip draft: the first %lld layers\n", (long long)a->layers);
+    if (a->chains)
+        fprintf(stderr, TOOL ": chains of %lld greedy draft steps from every %lld-th position\n",
+                (long long)a->chains, (long long)a->every);
+    MS_TRY(write_header(r, sha));
+    for (int i = 0; i < nfiles; i++) {
+        int64_t quota = (a->max_pos - r->n) / (nfiles - i); /* what earlier files did not give goes to later ones */
+        if (quota > 0) MS_TRY(record_file(r, files[i], quota));
+    }
+    MS_TRY(write_header(r, sha));
+    int closed = fclose(r->f);
+    r->f = NULL;
+    if (closed != 0) {
+        fprintf(stderr, TOOL ": %s: %s\n", tmp, strerror(errno));
+        return MS_ERR_IO;
+    }
+    if (rename(tmp, a->out) != 0) {
+        fprintf(stderr, TOOL ": rename %s → %s: %s\n", tmp, a->out, strerror(errno));
+        return MS_ERR_IO;
+    }
+    fprintf(stderr, TOOL ": wrote %lld records to %s\n", (long long)r->n, a->out);
+    return MS_OK;
+}
+
+int main(int argc, char **argv) {
+    ms_k_cpu_fix_blas_core(argv);
+    ms_log_set_role("record");
+    rec_args a;
+    int code = parse_args(argc, argv, &a);
+    if (code >= 0) return code;
+    ms_k_cpu_set_threads(a.threads > 0 ? (int)a.threads : ms_pool_cores());
+
     char sha[65];
     char *tmp = NULL;
     ms_tok *tok = NULL;
     ms_model *m = NULL;
-    recorder r = {.out = out, .W = W, .L = L, .chains = chains, .every = every};
-    if (chains && (every >= W || chains > every)) { /* chains ≤ every: a window's records ≤ its tokens (quota) */
-        fprintf(stderr, TOOL ": --chains %lld with --chain-every %lld: need chains ≤ every < the window %lld\n",
-                (long long)chains, (long long)every, (long long)W);
-        goto done;
-    }
-    if (!ms_gguf_is_gguf(model_path)) {
-        fprintf(stderr, TOOL ": %s is not a GGUF model file\n", model_path);
-        goto done;
-    }
-    if (ms_sha256_file(model_path, sha) < 0) goto done;
-    if (ms_tok_load_path(model_path, &tok) < 0) goto done;
-    ms_model_opts mo = {.max_ctx = W + chains, .max_batch = W, .q8_matmul = !exact, .n_layers = layers};
-    if (ms_model_load(model_path, &mo, &m) < 0) goto done;
-    r.m = m;
-    r.tok = tok;
-    r.d = ms_model_config(m)->hidden_size;
-    r.V = ms_model_vocab(m);
-    if (L > r.V) {
-        fprintf(stderr, TOOL ": --top %lld exceeds the vocabulary %lld\n", (long long)L, (long long)r.V);
-        goto done;
-    }
-    size_t nlog;
-    if (!ms_mul_size((size_t)W, (size_t)r.V, &nlog) || !ms_mul_size(nlog, sizeof(float), &nlog)) goto done;
-    r.logits = ms_malloc(nlog);
-    r.top = ms_malloc((size_t)L * sizeof(int32_t));
-    r.val = ms_malloc((size_t)L * sizeof(float));
-    r.zero = ms_calloc((size_t)r.d, sizeof(float));
-    r.state = ms_malloc((size_t)r.d * sizeof(float));
-    size_t tl = strlen(out) + 5;
-    tmp = ms_malloc(tl);
-    if (!r.logits || !r.top || !r.val || !r.zero || !r.state || !tmp) goto done;
-    snprintf(tmp, tl, "%s.tmp", out);
-    r.f = fopen(tmp, "wb");
-    if (!r.f) {
-        fprintf(stderr, TOOL ": %s: %s\n", tmp, strerror(errno));
-        goto done;
-    }
-    fprintf(stderr, TOOL ": %s (sha256 %.16s…): V %lld, d %lld; %lld %s in windows of %lld, top-%lld\n", model_path,
-            sha, (long long)r.V, (long long)r.d, (long long)max_pos, chains ? "chain steps" : "positions",
-            (long long)W, (long long)L);
-    if (layers)
-        fprintf(stderr, TOOL ": layerskip draft: the first %lld layers\n", (long long)layers);
-    if (chains)
-        fprintf(stderr, TOOL ": chains of %lld greedy draft steps from every %lld-th position\n", (long long)chains,
-                (long long)every);
-    if (write_header(&r, sha) < 0) goto done;
-    int nfiles = argc - optind;
-    for (int i = 0; i < nfiles; i++) {
-        int64_t quota = (max_pos - r.n) / (nfiles - i); /* what earlier files did not give goes to later ones */
-        if (quota > 0 && record_file(&r, argv[optind + i], quota) < 0) goto done;
-    }
-    if (write_header(&r, sha) < 0) goto done;
-    if (fclose(r.f) != 0) {
-        r.f = NULL;
-        fprintf(stderr, TOOL ": %s: %s\n", tmp, strerror(errno));
-        goto done;
-    }
-    r.f = NULL;
-    if (rename(tmp, out) != 0) {
-        fprintf(stderr, TOOL ": rename %s → %s: %s\n", tmp, out, strerror(errno));
-        goto done;
-    }
-    fprintf(stderr, TOOL ": wrote %lld records to %s\n", (long long)r.n, out);
-    rc = 0;
-done:
+    recorder r = {.out = a.out, .W = a.W, .L = a.L, .chains = a.chains, .every = a.every};
+    int rc = 1;
+    if (recorder_open(&a, &r, sha, &tok, &m, &tmp) == MS_OK &&
+        record_all(&a, &r, sha, tmp, argv + optind, argc - optind) == MS_OK)
+        rc = 0;
     if (r.f) {
         fclose(r.f);
         remove(tmp);
