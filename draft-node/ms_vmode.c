@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The implementations, one file each (ms_vmode_<name>.c). */
+extern const ms_vmode_i ms_vmode_full, ms_vmode_static, ms_vmode_window;
+extern const ms_vmode_i ms_vmode_specvocab, ms_vmode_dynaspec, ms_vmode_specvocab_window, ms_vmode_dynaspec_window;
+
 /* name → implementation. pair: the mode is also reachable as a (vocab,
  * vsel) pair of ms_dft_opts (ms_dft_vocab_parse). */
 #define VMODE_COUNT 7
@@ -99,6 +103,12 @@ ms_status ms_vmode_vocab_step(const ms_head_opts *o, int64_t cap, ms_vocab **out
     if (o->W_dev) MS_FAIL(MS_ERR_INVALID, "draft head: a step vocabulary goes with a host head");
     if (o->Wq && !o->indexed) return ms_vocab_new_step_q(o->Wq, cap, out);
     return ms_vocab_new_step(o->indexed ? NULL : o->W, o->V, o->d, cap, out);
+}
+
+ms_status ms_vmode_check_list(const ms_dft_opts *o) {
+    if (!o->vocab_list)
+        MS_FAIL(MS_ERR_INVALID, "vocabulary mode static needs a list file (build one with microspec-freqlist)");
+    return MS_OK;
 }
 
 ms_status ms_vmode_static_list(const ms_head_opts *o, const int32_t **ids, int64_t *k, int32_t **owned) {

@@ -15,7 +15,8 @@
  * over them on the host, or on the device when the mode has a device form
  * (`device`: the backend's draft head, whose window twin replays the plans
  * `begin` / `update` return). ms_head.c and ms_draft.c call only this
- * interface: a new mode is one file and one row of the table.
+ * interface: a new mode is one file and one row of the table (ms_vmode.c,
+ * where the implementations are declared).
  */
 #ifndef MS_VMODE_H
 #define MS_VMODE_H
@@ -47,10 +48,6 @@ struct ms_vmode_i {
     const ms_vocab *(*coverage)(const void *st);
 };
 
-/* The implementations (one file each). */
-extern const ms_vmode_i ms_vmode_full, ms_vmode_static, ms_vmode_window;
-extern const ms_vmode_i ms_vmode_specvocab, ms_vmode_dynaspec, ms_vmode_specvocab_window, ms_vmode_dynaspec_window;
-
 /* The mode's name in the table ("?" for one not in it). */
 const char *ms_vmode_name(const ms_vmode_i *m);
 /* The mode named s in the table, else NULL. */
@@ -69,6 +66,8 @@ ms_status ms_vmode_vocab_full(const ms_head_opts *o, bool maps_only, ms_vocab **
 ms_status ms_vmode_vocab_static(const ms_head_opts *o, const int32_t *ids, int64_t k, bool maps_only, ms_vocab **out);
 ms_status ms_vmode_vocab_window(const ms_head_opts *o, bool maps_only, ms_vocab **out);
 ms_status ms_vmode_vocab_step(const ms_head_opts *o, int64_t cap, ms_vocab **out);
+/* check: the draft names a static list file (o->vocab_list). */
+ms_status ms_vmode_check_list(const ms_dft_opts *o);
 /* The static list: o->static_ids, else loaded from o->dft->vocab_list (*owned: free it). */
 ms_status ms_vmode_static_list(const ms_head_opts *o, const int32_t **ids, int64_t *k, int32_t **owned);
 /* The stream of a vocabulary (a window; full / static: validated, an empty

@@ -40,12 +40,6 @@ static ms_status static_create(const ms_head_opts *o, void **st) {
     return MS_OK;
 }
 
-static ms_status static_check(const ms_dft_opts *o) {
-    if (!o->vocab_list)
-        MS_FAIL(MS_ERR_INVALID, "vocabulary mode static needs a list file (build one with microspec-freqlist)");
-    return MS_OK;
-}
-
 static ms_status static_device(void *st, ms_k_head_opts *ko) {
     static_mode *m = st;
     if (m->decay > 0.0) MS_FAIL(MS_ERR_UNSUPPORTED, "the static budget decay runs on a host head only");
@@ -75,7 +69,7 @@ static ms_status static_step(void *st, const ms_vmode_step *s) {
 static const ms_vocab *static_rows(const void *st) { return ((const static_mode *)st)->list; }
 
 const ms_vmode_i ms_vmode_static = {
-    .check = static_check,
+    .check = ms_vmode_check_list,
     .create = static_create,
     .free = static_free,
     .device = static_device,
