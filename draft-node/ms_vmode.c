@@ -8,10 +8,11 @@
 /* The implementations, one file each (ms_vmode_<name>.c). */
 extern const ms_vmode_i ms_vmode_full, ms_vmode_static, ms_vmode_window;
 extern const ms_vmode_i ms_vmode_specvocab, ms_vmode_dynaspec, ms_vmode_specvocab_window, ms_vmode_dynaspec_window;
+extern const ms_vmode_i ms_vmode_static_window;
 
 /* name → implementation. pair: the mode is also reachable as a (vocab,
  * vsel) pair of ms_dft_opts (ms_dft_vocab_parse). */
-#define VMODE_COUNT 7
+#define VMODE_COUNT 8
 static const struct {
     const char *name;
     const ms_vmode_i *impl;
@@ -26,6 +27,7 @@ static const struct {
     {"dynaspec", &ms_vmode_dynaspec, true, MS_VOCAB_FULL, MS_DFT_VSEL_DYNASPEC},
     {"specvocab+window", &ms_vmode_specvocab_window, true, MS_VOCAB_DYNAMIC, MS_DFT_VSEL_SPECVOCAB},
     {"dynaspec+window", &ms_vmode_dynaspec_window, true, MS_VOCAB_DYNAMIC, MS_DFT_VSEL_DYNASPEC},
+    {.name = "static+window", .impl = &ms_vmode_static_window}, /* no pair: o.vocab_mode */
 };
 _Static_assert(sizeof k_vmodes / sizeof k_vmodes[0] == VMODE_COUNT, "k_vmodes: one row per vocabulary mode");
 #define N_VMODES ((int)(sizeof k_vmodes / sizeof k_vmodes[0]))
