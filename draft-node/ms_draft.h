@@ -1,8 +1,9 @@
 /* ms_draft.h — the draft side of speculative decoding (DESIGN §3–§5).
  *
  * One object per draft node: a draft model of one kind (lm / eagle /
- * layerskip), a vocabulary mode (full / static / dynamic) over its LM head,
- * and the EAGLE-2 tree builder. It serves the target through an
+ * layerskip), a vocabulary mode over its LM head (full / static / dynamic /
+ * the per-step selectors / …: one implementation each of ms_vmode_i,
+ * draft-node/ms_vmode.h, named in one table), and the EAGLE-2 tree builder. It serves the target through an
  * ms_draft_port (protocol/ms_msg.h): begin a request, draft a tree per round,
  * accept the target's verdict.
  *
