@@ -1,4 +1,5 @@
-/* ms_draft.c — draft kinds, vocabulary modes and the per-round tree. */
+/* ms_draft.c — draft kinds and the per-round tree; the vocabulary mode is
+ * the head's (ms_head.h, ms_vmode.h), called through its interface only. */
 #include "ms_draft.h"
 
 #include <math.h>
@@ -6,13 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ms_dynaspec.h"
 #include "ms_eagle.h"
 #include "ms_head.h"
 #include "ms_k_backend.h"
 #include "ms_model.h"
-#include "ms_specvocab.h"
-#include "ms_vsel.h"
+#include "ms_vmode.h"
 #include "ms_wire.h" /* MS_WIRE_TOPK_MAX: the largest K_pre / K_ver a peer may send */
 
 struct ms_dft {
@@ -65,12 +64,8 @@ struct ms_dft {
     ms_dft_level_fn level_fn;
     void *level_ctx;
 
-    /* Per-step selector (o.vsel; ms_vsel.h): it fills the head's step
-     * vocabulary (ms_head_step) before each head evaluation; for the hybrids
-     * the head's window (maps only) is fed by its stream as usual. */
-    ms_vsel sel;
-    int32_t *sel_ids;  /* [sel_cap] candidate scratch */
-    int64_t sel_cap;
+    /* A mode that reads the parents' hidden states (ms_vmode_i.needs_prev:
+     * the per-step selectors) gets them tracked here. */
     float *prev;       /* [MS_TREE_MAX_K, d] each level row's parent hidden state */
     float *root_prev;  /* [d] the root's predecessor's hidden state (zeros at position 0) */
     float *pre_save;   /* [2, d] root_hid and root_prev before a pre-draft */
@@ -117,45 +112,6 @@ bool ms_dft_kind_parse(const char *s, ms_draft_kind *kind, bool *ngram) {
     return ms_draft_kind_parse(s, kind);
 }
 
-bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out) {
-    for (int k = MS_VOCAB_FULL; k <= MS_VOCAB_DYNAMIC; k++)
-        if (!strcmp(s, ms_vocab_mode_name((ms_vocab_mode)k))) {
-            *out = (ms_vocab_mode)k;
-            return true;
-        }
-    return false;
-}
-
-static const struct {
-    const char *name;
-    ms_vocab_mode mode;
-    ms_dft_vsel vsel;
-} k_vocab_names[] = {
-    {"full", MS_VOCAB_FULL, MS_DFT_VSEL_NONE},
-    {"static", MS_VOCAB_STATIC, MS_DFT_VSEL_NONE},
-    {"dynamic", MS_VOCAB_DYNAMIC, MS_DFT_VSEL_NONE},
-    {"specvocab", MS_VOCAB_FULL, MS_DFT_VSEL_SPECVOCAB},
-    {"dynaspec", MS_VOCAB_FULL, MS_DFT_VSEL_DYNASPEC},
-    {"specvocab+window", MS_VOCAB_DYNAMIC, MS_DFT_VSEL_SPECVOCAB},
-    {"dynaspec+window", MS_VOCAB_DYNAMIC, MS_DFT_VSEL_DYNASPEC},
-};
-
-bool ms_dft_vocab_parse(const char *s, ms_vocab_mode *mode, ms_dft_vsel *vsel) {
-    for (size_t i = 0; i < sizeof k_vocab_names / sizeof k_vocab_names[0]; i++)
-        if (!strcmp(s, k_vocab_names[i].name)) {
-            *mode = k_vocab_names[i].mode;
-            *vsel = k_vocab_names[i].vsel;
-            return true;
-        }
-    return false;
-}
-
-const char *ms_dft_vocab_name(ms_vocab_mode mode, ms_dft_vsel vsel) {
-    for (size_t i = 0; i < sizeof k_vocab_names / sizeof k_vocab_names[0]; i++)
-        if (k_vocab_names[i].mode == mode && k_vocab_names[i].vsel == vsel) return k_vocab_names[i].name;
-    return "?";
-}
-
 const char *ms_dft_head_name(ms_dft_head h) {
     switch (h) {
     case MS_DFT_HEAD_GATHERED: return "gathered";
@@ -194,63 +150,13 @@ void ms_dft_set_level_hook(ms_dft *d, ms_dft_level_fn fn, void *ctx) {
 /* A device forward synchronised the model's stream: the head's staging is free again. */
 static void dev_synced(ms_dft *d) { ms_head_synced(d->hd); }
 
-/* ---- per-step selectors (o.vsel, issue 16) -------------------------------- */
+/* ---- the parents' hidden states (ms_vmode_i.needs_prev) ------------------ */
 
-/* The selector and its scratch; *step_cap: the rows the head's step
- * vocabulary needs (the selector's most ids, ∪ the window for the hybrids). */
-static ms_status vsel_new(ms_dft *d, int64_t *step_cap) {
-    const ms_dft_opts *o = &d->o;
-    /* the model whose head the artefact approximates: eagle reads the target's */
-    const char *head_model = o->kind == MS_DRAFT_EAGLE ? o->target_dir : o->model_dir;
-    switch (o->vsel) {
-    case MS_DFT_VSEL_SPECVOCAB: {
-        const ms_specvocab_opts so = {.artifact = o->vocab_artifact, .model_path = head_model, .V = d->V, .d = d->d,
-                                      .k = o->specvocab_k > 0 ? o->specvocab_k : 1024, .decay = o->budget_decay, .k_min = o->budget_min,
-                                      .max_rows = MS_TREE_MAX_K};
-        MS_TRY(ms_specvocab_vsel(&so, &d->sel));
-        break;
-    }
-    case MS_DFT_VSEL_DYNASPEC: {
-        /* k_c0 0: the selector's default (ms_dynaspec_load); K_min defaults to 1 */
-        ms_dynaspec_budget b = {.k_c0 = o->dynaspec_clusters, .decay = o->dynaspec_decay > 0 ? o->dynaspec_decay : 1.0,
-                                .k_min = o->dynaspec_min > 0 ? o->dynaspec_min : 1};
-        /* the router's e(x_t): the draft's own embedding table (eagle: the target's, which it reads) */
-        ms_qweight emb;
-        if (d->eg) emb = ms_qweight_view(MS_DTYPE_F32, ms_eagle_embed(d->eg), d->V, d->d);
-        else MS_TRY(ms_model_embed_table(d->lm, &emb));
-        ms_dynaspec *ds;
-        MS_TRY(ms_dynaspec_load(o->vocab_artifact, head_model, &emb, &b, MS_TREE_MAX_K, &ds));
-        ms_dynaspec_vsel(ds, &d->sel);
-        break;
-    }
-    case MS_DFT_VSEL_NONE: MS_FAIL(MS_ERR_INVALID, "draft: no vocabulary selector");
-    }
-    const bool hybrid = o->vocab == MS_VOCAB_DYNAMIC;
-    d->sel_cap = d->sel.max_ids + (hybrid ? o->w_max : 0);
-    *step_cap = d->sel_cap < d->V ? d->sel_cap : d->V;
-    d->sel_ids = ms_malloc((size_t)d->sel_cap * sizeof(int32_t));
+static ms_status prev_new(ms_dft *d) {
     d->prev = ms_malloc((size_t)(MS_TREE_MAX_K * d->d) * sizeof(float));
     d->root_prev = ms_calloc((size_t)d->d, sizeof(float));
     d->pre_save = ms_malloc((size_t)(2 * d->d) * sizeof(float));
-    return d->sel_ids && d->prev && d->root_prev && d->pre_save ? MS_OK : MS_ERR_NOMEM;
-}
-
-/* Before a head evaluation at draft depth `depth`: the selector's step
- * vocabulary, or the static list's position-aware prefix. */
-static ms_status vocab_for_step(ms_dft *d, const float *hid, const float *prev, const int32_t *tok, int64_t n,
-                                int64_t depth) {
-    ms_vocab *step = ms_head_step(d->hd);
-    if (step) {
-        uint64_t t0 = ms_now_ns();
-        const ms_vocab *window = d->o.vocab == MS_VOCAB_DYNAMIC ? ms_head_vocab(d->hd) : NULL;
-        ms_status s = ms_vsel_step(&d->sel, step, window, hid, prev, tok, n, depth, d->sel_ids, d->sel_cap);
-        d->next_stats.vocab_ns += ms_now_ns() - t0;
-        return s;
-    }
-    if (d->o.vocab == MS_VOCAB_STATIC && d->o.budget_decay > 0.0 && d->o.budget_decay < 1.0)
-        ms_head_set_limit(d->hd, ms_vocab_budget(ms_vocab_size(ms_head_vocab(d->hd)), d->o.budget_decay,
-                                                 d->o.budget_min, depth));
-    return MS_OK;
+    return d->prev && d->root_prev && d->pre_save ? MS_OK : MS_ERR_NOMEM;
 }
 
 /* After a committed chunk of c rows (host path, selector modes): the root's
@@ -282,8 +188,6 @@ void ms_dft_free(ms_dft **pd) {
     ms_model_free(&d->lm);
     ms_eagle_free(&d->eg);
     ms_ngram_free(&d->ng);
-    ms_vsel_release(&d->sel);
-    free(d->sel_ids);
     free(d->prev);
     free(d->root_prev);
     free(d->pre_save);
@@ -296,8 +200,8 @@ void ms_dft_free(ms_dft **pd) {
     *pd = NULL;
 }
 
-ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
-    *out = NULL;
+/* What a draft refuses before anything loads; *vm: its vocabulary mode. */
+static ms_status check_opts(const ms_dft_opts *o, int *cuda_dev, const ms_vmode_i **vm) {
     MS_TRY(ms_tree_params_check(&o->tree));
     if (o->kind == MS_DRAFT_NGRAM)
         MS_FAIL(MS_ERR_INVALID, "draft kind ngram has no model: it is ms_ngd (ms_ngram.h), not ms_dft");
@@ -305,113 +209,96 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     if (!o->model_dir) MS_FAIL(MS_ERR_INVALID, "draft: no model directory given");
     if (o->kind == MS_DRAFT_EAGLE && !o->target_dir)
         MS_FAIL(MS_ERR_INVALID, "draft kind eagle needs the target directory (its embedding and LM head)");
-    int cuda_dev;
-    MS_TRY(ms_model_device_parse(o->device, &cuda_dev));
-    if (o->kind == MS_DRAFT_EAGLE && cuda_dev >= 0)
+    MS_TRY(ms_model_device_parse(o->device, cuda_dev));
+    if (o->kind == MS_DRAFT_EAGLE && *cuda_dev >= 0)
         MS_FAIL(MS_ERR_UNSUPPORTED, "draft kind eagle runs on the CPU only (device \"%s\" requested); "
                                     "use lm or layerskip on a GPU", o->device);
-    if (o->vocab == MS_VOCAB_STATIC && !o->vocab_list)
-        MS_FAIL(MS_ERR_INVALID, "vocabulary mode static needs a list file (build one with microspec-freqlist)");
+    *vm = ms_vmode_for(o);
+    if (!*vm)
+        MS_FAIL(MS_ERR_INVALID, "draft: unknown vocabulary mode %s (vocabulary %d, selector %d)",
+                o->vocab_mode ? o->vocab_mode : "", (int)o->vocab, (int)o->vsel);
+    if ((*vm)->check) MS_TRY((*vm)->check(o));
     if ((unsigned)o->stream > MS_VOCAB_STREAM_EXTENSION || (unsigned)o->lm_head > MS_DFT_HEAD_INDEXED)
         MS_FAIL(MS_ERR_INVALID, "draft: unknown window stream %d or LM head %d", (int)o->stream, (int)o->lm_head);
     if (!(o->budget_decay >= 0.0 && o->budget_decay <= 1.0) || o->budget_min < 0 || o->specvocab_k < 0)
         MS_FAIL(MS_ERR_INVALID, "draft: budget decay %g must be in [0, 1], budget min %lld and specvocab k %lld ≥ 0",
                 o->budget_decay, (long long)o->budget_min, (long long)o->specvocab_k);
-    if ((unsigned)o->vsel > MS_DFT_VSEL_DYNASPEC) MS_FAIL(MS_ERR_INVALID, "draft: unknown vocabulary selector %d", (int)o->vsel);
-    if (o->vsel != MS_DFT_VSEL_NONE && o->vocab == MS_VOCAB_STATIC)
-        MS_FAIL(MS_ERR_INVALID, "draft: a per-step selector goes with vocabulary full or dynamic (the hybrid), not static");
-    if (o->stream != MS_VOCAB_STREAM_BOTH && o->vocab != MS_VOCAB_DYNAMIC)
-        MS_FAIL(MS_ERR_INVALID, "window stream %s only applies to vocabulary mode dynamic (got %s)",
-                ms_vocab_stream_name(o->stream), ms_vocab_mode_name(o->vocab));
-    ms_dft *d = ms_calloc(1, sizeof *d);
-    if (!d) return MS_ERR_NOMEM;
-    d->o = *o;
-    d->be = ms_k_backend_cpu();
-    ms_status s = MS_OK;
-    const float *W = NULL;
-    const ms_qweight *hq = NULL;
-    bool on_dev = false;
-    int32_t *static_ids = NULL;
-    int64_t k_static = 0;
+    if (o->stream != MS_VOCAB_STREAM_BOTH && !(*vm)->window)
+        MS_FAIL(MS_ERR_INVALID, "window stream %s only applies to a vocabulary mode with a window (got %s)",
+                ms_vocab_stream_name(o->stream), ms_vmode_name(*vm));
+    return MS_OK;
+}
+
+/* The draft model (eagle head, or lm / layerskip) and where its LM head's
+ * rows are: *W f32 on the host, *hq typed on the host, or *on_dev. */
+static ms_status load_model(ms_dft *d, int cuda_dev, const float **W, const ms_qweight **hq, bool *on_dev) {
+    const ms_dft_opts *o = &d->o;
     if (o->kind == MS_DRAFT_EAGLE) {
         /* The draft keeps a tree's rows past the target's context, plus the
          * emitted token the target has not forwarded yet: the target drafts
          * until its own room runs out, so the draft never may first. */
         ms_eagle_opts eo = {.max_ctx = (o->max_ctx > 0 ? o->max_ctx : 4096) + MS_TREE_MAX + 1};
-        MS_TRY_GOTO(s, ms_eagle_load(o->model_dir, o->target_dir, &eo, &d->eg), fail);
+        MS_TRY(ms_eagle_load(o->model_dir, o->target_dir, &eo, &d->eg));
         d->V = ms_eagle_vocab(d->eg);
         d->d = ms_eagle_hidden(d->eg);
         d->max_ctx = ms_eagle_max_ctx(d->eg);
         d->max_batch = ms_eagle_max_batch(d->eg);
-        W = ms_eagle_lm_head(d->eg);
-    } else {
-        ms_model_opts mo = {.max_ctx = o->max_ctx,
-                            .extra_ctx = MS_TREE_MAX + 1, /* as for eagle above */
-                            .n_layers = o->kind == MS_DRAFT_LAYERSKIP ? o->layers : 0,
-                            .device = o->device,
-                            .act = o->act,
-                            /* GGUF: a draft's rounding only moves acceptance, never the
-                             * output: take the fast 8-bit-activation matmuls */
-                            .q8_matmul = !o->f32_matmul};
-        if (o->kind == MS_DRAFT_LAYERSKIP && o->layers <= 0) {
-            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "layerskip draft: layers must be ≥ 1, got %lld",
-                       (long long)o->layers);
-            s = MS_ERR_INVALID;
-            goto fail;
-        }
-        MS_TRY_GOTO(s, ms_model_load(o->model_dir, &mo, &d->lm), fail);
-        d->V = ms_model_vocab(d->lm);
-        d->d = ms_model_config(d->lm)->hidden_size;
-        d->max_ctx = ms_model_max_ctx(d->lm);
-        d->max_batch = ms_model_max_batch(d->lm);
-        MS_TRY_GOTO(s, ms_k_backend_for(cuda_dev, "draft", &d->be), fail);
-        d->mops = ms_model_ops(d->lm);
-        /* the head on the device unless asked otherwise: then no host copy of it */
-        on_dev = d->be->head.head_new && !o->host_head && ms_model_lm_head_dev(d->lm) != NULL;
-        /* GGUF: rows stay in the stored blocks; the f32 copy is never made */
-        hq = cuda_dev < 0 ? ms_model_lm_head_q(d->lm) : NULL;
-        if (!hq && !on_dev) W = ms_model_lm_head(d->lm); /* device model, host head: a host f32 copy */
-        if (!W && !on_dev && !hq) {
-            s = MS_ERR_NOMEM;
-            goto fail;
-        }
+        *W = ms_eagle_lm_head(d->eg);
+        return MS_OK;
     }
-    if (d->V < o->tree.top_k) {
-        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "draft vocabulary of %lld ids is smaller than top_k %lld",
-                   (long long)d->V, (long long)o->tree.top_k);
-        s = MS_ERR_INVALID;
-        goto fail;
-    }
-    if (on_dev && o->vocab == MS_VOCAB_STATIC && o->budget_decay > 0.0 && o->budget_decay < 1.0) {
-        ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "the static budget decay runs on a host head only (draft device %s)",
-                   o->device);
-        s = MS_ERR_UNSUPPORTED;
-        goto fail;
-    }
-    int64_t step_cap = 0;
-    if (o->vsel != MS_DFT_VSEL_NONE) {
-        if (on_dev || cuda_dev >= 0) {
-            ms_log_msg(MS_LOG_ERROR, __FILE__, __LINE__, "vocabulary mode %s runs on a host head only (draft device %s)",
-                       ms_dft_vocab_name(o->vocab, o->vsel), o->device);
-            s = MS_ERR_UNSUPPORTED;
-            goto fail;
-        }
-        MS_TRY_GOTO(s, vsel_new(d, &step_cap), fail);
-    }
-    if (o->vocab == MS_VOCAB_STATIC) MS_TRY_GOTO(s, ms_vocab_load_list(o->vocab_list, d->V, &static_ids, &k_static), fail);
-    ms_head_opts ho = {.mode = o->vocab,
+    ms_model_opts mo = {.max_ctx = o->max_ctx,
+                        .extra_ctx = MS_TREE_MAX + 1, /* as for eagle above */
+                        .n_layers = o->kind == MS_DRAFT_LAYERSKIP ? o->layers : 0,
+                        .device = o->device,
+                        .act = o->act,
+                        /* GGUF: a draft's rounding only moves acceptance, never the
+                         * output: take the fast 8-bit-activation matmuls */
+                        .q8_matmul = !o->f32_matmul};
+    if (o->kind == MS_DRAFT_LAYERSKIP && o->layers <= 0)
+        MS_FAIL(MS_ERR_INVALID, "layerskip draft: layers must be ≥ 1, got %lld", (long long)o->layers);
+    MS_TRY(ms_model_load(o->model_dir, &mo, &d->lm));
+    d->V = ms_model_vocab(d->lm);
+    d->d = ms_model_config(d->lm)->hidden_size;
+    d->max_ctx = ms_model_max_ctx(d->lm);
+    d->max_batch = ms_model_max_batch(d->lm);
+    MS_TRY(ms_k_backend_for(cuda_dev, "draft", &d->be));
+    d->mops = ms_model_ops(d->lm);
+    /* the head on the device unless asked otherwise: then no host copy of it */
+    *on_dev = d->be->head.head_new && !o->host_head && ms_model_lm_head_dev(d->lm) != NULL;
+    /* GGUF: rows stay in the stored blocks; the f32 copy is never made */
+    *hq = cuda_dev < 0 ? ms_model_lm_head_q(d->lm) : NULL;
+    if (!*hq && !*on_dev) *W = ms_model_lm_head(d->lm); /* device model, host head: a host f32 copy */
+    return *W || *on_dev || *hq ? MS_OK : MS_ERR_NOMEM;
+}
+
+/* The draft's embedding table, for a mode that routes by it (dynaspec):
+ * eagle reads the target's. */
+static ms_status draft_embed(void *ctx, ms_qweight *out) {
+    ms_dft *d = ctx;
+    if (!d->eg) return ms_model_embed_table(d->lm, out);
+    *out = ms_qweight_view(MS_DTYPE_F32, ms_eagle_embed(d->eg), d->V, d->d);
+    return MS_OK;
+}
+
+/* The LM head over the vocabulary mode vm, on the device or the host. */
+static ms_status new_head(ms_dft *d, const ms_vmode_i *vm, int cuda_dev, const float *W, const ms_qweight *hq,
+                          bool on_dev) {
+    const ms_dft_opts *o = &d->o;
+    ms_head_opts ho = {.vmode = vm,
+                       .dft = o,
+                       /* the model whose head a selector's artefact approximates: eagle reads the target's */
+                       .head_model = o->kind == MS_DRAFT_EAGLE ? o->target_dir : o->model_dir,
+                       .embed = draft_embed,
+                       .embed_ctx = d,
                        .indexed = o->lm_head == MS_DFT_HEAD_INDEXED,
                        .V = d->V,
                        .d = d->d,
                        .w_max = o->w_max,
-                       .static_ids = static_ids,
-                       .k_static = k_static,
                        .max_rows = MS_TREE_MAX_K,
                        .max_k = MS_TREE_MAX_K,
                        .W = W,
                        .Wq = hq,
-                       .q8 = hq && ms_model_q8_matmul(d->lm),
-                       .step_cap = step_cap};
+                       .q8 = hq && ms_model_q8_matmul(d->lm)};
     if (on_dev) {
         ho.be = d->be;
         ho.dev = cuda_dev;
@@ -425,19 +312,13 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
         if (ho.max_append < (int64_t)MS_TREE_MAX * (MS_WIRE_TOPK_MAX + 1))
             ho.max_append = (int64_t)MS_TREE_MAX * (MS_WIRE_TOPK_MAX + 1);
         /* the root's hidden row stays on the device (the tree forwards overwrite the model's) */
-        MS_TRY_GOTO(s, d->be->buf_alloc(&d->root_dev, (size_t)d->d * ms_dtype_size(d->mops->act)), fail);
+        MS_TRY(d->be->buf_alloc(&d->root_dev, (size_t)d->d * ms_dtype_size(d->mops->act)));
     }
-    MS_TRY_GOTO(s, ms_head_new(&ho, &d->hd), fail);
-    free(static_ids);
-    static_ids = NULL;
-    d->hid = ms_malloc((size_t)(MS_TREE_MAX * d->d) * sizeof(float));
-    d->root_hid = ms_malloc((size_t)d->d * sizeof(float));
-    d->feat = ms_malloc((size_t)(MS_TREE_MAX * d->d) * sizeof(float));
-    if (!d->hid || !d->root_hid || !d->feat) {
-        s = MS_ERR_NOMEM;
-        goto fail;
-    }
-    if (o->ngram && (s = ms_ngram_new(&o->ngram_p, &d->ng)) < 0) goto fail;
+    return ms_head_new(&ho, &d->hd);
+}
+
+static void log_draft(const ms_dft *d, int cuda_dev, bool on_dev) {
+    const ms_dft_opts *o = &d->o;
     char where[96];
     if (!on_dev && cuda_dev >= 0)
         snprintf(where, sizeof where, "on the host (model on cuda:%d, %s)", cuda_dev,
@@ -446,17 +327,53 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     MS_LOG_INFO("draft: kind %s%s%s, vocabulary %s (%lld of %lld rows, stream %s, head %s %s), tree %s k=%lld "
                 "depth=%lld total=%lld p_min=%g%s",
                 ms_draft_kind_name(o->kind), o->kind == MS_DRAFT_LAYERSKIP ? " (first layers)" : "",
-                o->ngram ? " + ngram" : "",
-                ms_dft_vocab_name(o->vocab, o->vsel), (long long)ms_vocab_w_max(ms_head_rows(d->hd)), (long long)d->V,
-                ms_vocab_stream_name(o->stream), ms_dft_head_name(o->lm_head), where,
-                o->tree.chain ? "chain" : "eagle2", (long long)o->tree.top_k, (long long)o->tree.depth,
-                (long long)o->tree.total, (double)o->tree.p_min, o->adaptive ? " adaptive" : "");
+                o->ngram ? " + ngram" : "", ms_vmode_name(ms_head_mode(d->hd)),
+                (long long)ms_vocab_w_max(ms_head_rows(d->hd)), (long long)d->V, ms_vocab_stream_name(o->stream),
+                ms_dft_head_name(o->lm_head), where, o->tree.chain ? "chain" : "eagle2", (long long)o->tree.top_k,
+                (long long)o->tree.depth, (long long)o->tree.total, (double)o->tree.p_min,
+                o->adaptive ? " adaptive" : "");
+}
+
+/* Load the model, then the head over the vocabulary mode, then the buffers. */
+static ms_status dft_build(ms_dft *d, const ms_vmode_i *vm, int cuda_dev) {
+    const ms_dft_opts *o = &d->o;
+    const float *W = NULL;
+    const ms_qweight *hq = NULL;
+    bool on_dev = false;
+    MS_TRY(load_model(d, cuda_dev, &W, &hq, &on_dev));
+    if (d->V < o->tree.top_k)
+        MS_FAIL(MS_ERR_INVALID, "draft vocabulary of %lld ids is smaller than top_k %lld", (long long)d->V,
+                (long long)o->tree.top_k);
+    if (!vm->device && cuda_dev >= 0)
+        MS_FAIL(MS_ERR_UNSUPPORTED, "vocabulary mode %s runs on a host head only (draft device %s)",
+                ms_vmode_name(vm), o->device);
+    if (vm->needs_prev) MS_TRY(prev_new(d));
+    MS_TRY(new_head(d, vm, cuda_dev, W, hq, on_dev));
+    d->hid = ms_malloc((size_t)(MS_TREE_MAX * d->d) * sizeof(float));
+    d->root_hid = ms_malloc((size_t)d->d * sizeof(float));
+    d->feat = ms_malloc((size_t)(MS_TREE_MAX * d->d) * sizeof(float));
+    if (!d->hid || !d->root_hid || !d->feat) return MS_ERR_NOMEM;
+    if (o->ngram) MS_TRY(ms_ngram_new(&o->ngram_p, &d->ng));
+    log_draft(d, cuda_dev, on_dev);
+    return MS_OK;
+}
+
+ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
+    *out = NULL;
+    int cuda_dev;
+    const ms_vmode_i *vm;
+    MS_TRY(check_opts(o, &cuda_dev, &vm));
+    ms_dft *d = ms_calloc(1, sizeof *d);
+    if (!d) return MS_ERR_NOMEM;
+    d->o = *o;
+    d->be = ms_k_backend_cpu();
+    ms_status s = dft_build(d, vm, cuda_dev);
+    if (s < 0) {
+        ms_dft_free(&d);
+        return s;
+    }
     *out = d;
     return MS_OK;
-fail:
-    free(static_ids);
-    ms_dft_free(&d);
-    return s;
 }
 
 /* ---- the draft's LM head over the active vocabulary ---------------------- */
@@ -467,7 +384,8 @@ fail:
  * by a per-step selector only). */
 static ms_status head_topk(ms_dft *d, const float *hid, const void *hid_dev, const float *prev, const int32_t *tokens,
                            int64_t n, int64_t depth, int64_t k, int32_t *ids, float *logp) {
-    MS_TRY(vocab_for_step(d, hid, prev, tokens, n, depth));
+    MS_TRY(ms_head_plan(d->hd, &(ms_vmode_step){.hid = hid, .prev = prev, .tok = tokens, .n = n, .depth = depth,
+                                                 .vocab_ns = &d->next_stats.vocab_ns}));
     uint64_t t0 = ms_now_ns();
     /* the root pads a level whose vocabulary has fewer than k rows (an empty window) */
     MS_TRY(ms_head_topk(d->hd, hid, hid_dev, n, k, d->root, ids, logp));
@@ -1018,7 +936,7 @@ ms_draft_port ms_dft_port(ms_dft *d) {
     return (ms_draft_port){.ctx = d,
                            .wants_features = d->eg != NULL,
                            .free_part = d->ng != NULL,
-                           .no_topk_pre = d->o.vocab != MS_VOCAB_DYNAMIC,
+                           .no_topk_pre = !ms_head_mode(d->hd)->window,
                            .begin = port_begin,
                            .draft = port_draft,
                            .accept = port_accept,

@@ -1,8 +1,9 @@
 /* ms_draft.h — the draft side of speculative decoding (DESIGN §3–§5).
  *
  * One object per draft node: a draft model of one kind (lm / eagle /
- * layerskip), a vocabulary mode (full / static / dynamic) over its LM head,
- * and the EAGLE-2 tree builder. It serves the target through an
+ * layerskip), a vocabulary mode over its LM head (full / static / dynamic /
+ * the per-step selectors / …: one implementation each of ms_vmode_i,
+ * draft-node/ms_vmode.h, named in one table), and the EAGLE-2 tree builder. It serves the target through an
  * ms_draft_port (protocol/ms_msg.h): begin a request, draft a tree per round,
  * accept the target's verdict.
  *
@@ -53,6 +54,8 @@ typedef struct {
     const char *target_dir; /* eagle: the target (its embedding and LM head) */
     int64_t layers;         /* layerskip: the target's first N layers (default 1) */
     ms_vocab_mode vocab;    /* default dynamic */
+    const char *vocab_mode; /* a mode of the table by name (ms_vmode.h; any mode, also those without a
+                               (vocab, vsel) pair); set: vocab and vsel are not read */
     const char *vocab_list; /* static: a microspec-freqlist file */
     int64_t w_max;          /* dynamic: window size W_max (default 3072) */
     ms_tree_params tree;    /* default EAGLE-2 10/5/60; tree.p_min: the confidence stop (ms_tree.h) */
@@ -108,9 +111,11 @@ bool ms_draft_kind_parse(const char *s, ms_draft_kind *out);
  * ngram, or a model kind + "+ngram" (*ngram = true: o.ngram). */
 bool ms_dft_kind_parse(const char *s, ms_draft_kind *kind, bool *ngram);
 bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out);
-/* The draft's vocabulary mode names: full / static / dynamic (as
- * ms_vocab_mode_parse, vsel none), specvocab / dynaspec (vocab full + vsel),
- * specvocab+window / dynaspec+window (vocab dynamic + vsel). */
+/* The draft's vocabulary mode names (the table in ms_vmode.c): full /
+ * static / dynamic (as ms_vocab_mode_parse, vsel none), specvocab / dynaspec
+ * (vocab full + vsel), specvocab+window / dynaspec+window (vocab dynamic +
+ * vsel). A mode with no such pair parses false here: name it by
+ * o.vocab_mode. */
 bool ms_dft_vocab_parse(const char *s, ms_vocab_mode *mode, ms_dft_vsel *vsel);
 const char *ms_dft_vocab_name(ms_vocab_mode mode, ms_dft_vsel vsel);
 const char *ms_dft_head_name(ms_dft_head h); /* "gathered" / "indexed" */

@@ -1,6 +1,9 @@
 /* ms_head.c — the draft's LM head on the host (ms_vocab) or on the device
- * (the backend's draft head), ms_head.h. */
+ * (the backend's draft head), ms_head.h, over the rows its vocabulary
+ * mode names (ms_vmode.h). */
 #include "ms_head.h"
+
+#include "ms_vmode.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,8 +12,8 @@
 
 struct ms_head {
     ms_head_opts o;
-    ms_vocab *vocab;      /* the C window: rows on the host head, maps only beside a device head or a step */
-    ms_vocab *step;       /* host, o.step_cap > 0: the per-step rows the head reads (ms_head_step) */
+    const ms_vmode_i *vm; /* the vocabulary mode and its state: the rows of each step */
+    void *vst;
     ms_k_head *dev;       /* the device head; NULL: the host head */
     ms_status lost;       /* device: first failure to follow the stream since the last begin */
     /* host head */
@@ -23,51 +26,23 @@ struct ms_head {
     float *top_val;
 };
 
-static ms_status new_vocab(ms_head *h) {
-    const ms_head_opts *o = &h->o;
-    /* indexed head or device head: the vocabulary keeps maps only (no packed rows, no gathers) */
-    const bool no_rows = o->indexed || h->dev || o->step_cap > 0;
-    const float *W_rows = no_rows ? NULL : o->W;
-    const bool typed_rows = h->typed && !no_rows;
-    if (o->step_cap > 0) { /* the head reads the step's rows; the window (hybrid) keeps maps only */
-        if (h->typed && !o->indexed) MS_TRY(ms_vocab_new_step_q(&h->Wq, o->step_cap, &h->step));
-        else MS_TRY(ms_vocab_new_step(o->indexed ? NULL : o->W, o->V, o->d, o->step_cap, &h->step));
-        if (o->mode == MS_VOCAB_FULL) return ms_vocab_new_full(NULL, o->V, o->d, &h->vocab);
-    }
-    switch (o->mode) {
-    case MS_VOCAB_FULL:
-        /* full: the rows are W itself, never copied */
-        return h->typed ? ms_vocab_new_full_q(&h->Wq, &h->vocab)
-                        : ms_vocab_new_full(h->dev ? NULL : o->W, o->V, o->d, &h->vocab);
-    case MS_VOCAB_DYNAMIC:
-        return typed_rows ? ms_vocab_new_dynamic_q(&h->Wq, o->w_max, &h->vocab)
-                          : ms_vocab_new_dynamic(W_rows, o->V, o->d, o->w_max, &h->vocab);
-    case MS_VOCAB_STATIC:
-        return typed_rows ? ms_vocab_new_static_q(&h->Wq, o->static_ids, o->k_static, &h->vocab)
-                          : ms_vocab_new_static(W_rows, o->V, o->d, o->static_ids, o->k_static, &h->vocab);
-    }
-    MS_FAIL(MS_ERR_INVALID, "draft head: unknown vocabulary mode %d", (int)o->mode);
-}
-
+/* The device head over the rows the mode names (ms_vmode_i.device). */
 static ms_status new_device(ms_head *h) {
     const ms_head_opts *o = &h->o;
-    const ms_k_head_opts ko = {.dev = o->dev,
-                               .ops = o->ops,
-                               .stream = o->stream,
-                               .act = o->act,
-                               .W = o->W_dev,
-                               .V = o->V,
-                               .d = o->d,
-                               .rows = o->mode == MS_VOCAB_FULL     ? MS_K_HEAD_FULL
-                                       : o->mode == MS_VOCAB_STATIC ? MS_K_HEAD_STATIC
-                                                                    : MS_K_HEAD_WINDOW,
-                               .indexed = o->indexed,
-                               .static_ids = o->static_ids,
-                               .k_static = o->k_static,
-                               .w_max = o->w_max,
-                               .max_append = o->max_append,
-                               .max_rows = o->max_rows,
-                               .max_k = o->max_k};
+    if (!h->vm->device)
+        MS_FAIL(MS_ERR_UNSUPPORTED, "draft head: vocabulary mode %s runs on a host head only", ms_vmode_name(h->vm));
+    ms_k_head_opts ko = {.dev = o->dev,
+                         .ops = o->ops,
+                         .stream = o->stream,
+                         .act = o->act,
+                         .W = o->W_dev,
+                         .V = o->V,
+                         .d = o->d,
+                         .indexed = o->indexed,
+                         .max_append = o->max_append,
+                         .max_rows = o->max_rows,
+                         .max_k = o->max_k};
+    MS_TRY(h->vm->device(h->vst, &ko));
     return o->be->head.head_new(&ko, &h->dev);
 }
 
@@ -75,8 +50,7 @@ void ms_head_free(ms_head **ph) {
     ms_head *h = *ph;
     if (!h) return;
     if (h->dev) h->o.be->head.head_free(&h->dev);
-    ms_vocab_free(&h->vocab);
-    ms_vocab_free(&h->step);
+    if (h->vst) h->vm->free(h->vst);
     ms_q8_act_free(&h->xq);
     free(h->logits);
     free(h->top_slot);
@@ -85,36 +59,37 @@ void ms_head_free(ms_head **ph) {
     *ph = NULL;
 }
 
+/* Host: the typed rows' activations, the logits and top-k scratch. */
+static ms_status new_host(ms_head *h) {
+    const ms_head_opts *o = &h->o;
+    if (o->Wq) {
+        h->typed = true;
+        h->Wq = *o->Wq;
+        if (o->q8) MS_TRY(ms_q8_act_alloc(&h->xq, o->max_rows, o->d));
+    }
+    h->logits = ms_malloc((size_t)(o->max_rows * o->V) * sizeof(float));
+    h->top_slot = ms_malloc((size_t)o->max_k * sizeof(int32_t));
+    h->top_val = ms_malloc((size_t)o->max_k * sizeof(float));
+    return h->logits && h->top_slot && h->top_val ? MS_OK : MS_ERR_NOMEM;
+}
+
 ms_status ms_head_new(const ms_head_opts *o, ms_head **out) {
     *out = NULL;
     const bool on_dev = o->W_dev != NULL;
     if (on_dev ? !o->be || !o->be->head.head_new : !o->W == !o->Wq)
         MS_FAIL(MS_ERR_INVALID, "draft head: %s", on_dev ? "this backend has no device head" : "give W or Wq");
-    if (o->step_cap < 0 || (o->step_cap > 0 && (on_dev || o->mode == MS_VOCAB_STATIC)))
-        MS_FAIL(MS_ERR_INVALID, "draft head: a step vocabulary goes with a host head over full or dynamic");
+    const ms_vmode_i *vm = o->vmode ? o->vmode : ms_vmode_of(o->mode, MS_DFT_VSEL_NONE);
+    if (!vm) MS_FAIL(MS_ERR_INVALID, "draft head: unknown vocabulary mode %d", (int)o->mode);
     ms_head *h = ms_calloc(1, sizeof *h);
     if (!h) return MS_ERR_NOMEM;
     h->o = *o;
+    h->vm = vm;
     h->cpu = ms_k_cpu_ops();
     ms_status s = MS_OK;
-    if (on_dev) {
-        MS_TRY_GOTO(s, new_device(h), fail);
-    } else {
-        if (o->Wq) {
-            h->typed = true;
-            h->Wq = *o->Wq;
-            if (o->q8) MS_TRY_GOTO(s, ms_q8_act_alloc(&h->xq, o->max_rows, o->d), fail);
-        }
-        h->logits = ms_malloc((size_t)(o->max_rows * o->V) * sizeof(float));
-        h->top_slot = ms_malloc((size_t)o->max_k * sizeof(int32_t));
-        h->top_val = ms_malloc((size_t)o->max_k * sizeof(float));
-        if (!h->logits || !h->top_slot || !h->top_val) {
-            s = MS_ERR_NOMEM;
-            goto fail;
-        }
-    }
-    MS_TRY_GOTO(s, new_vocab(h), fail);
+    MS_TRY_GOTO(s, vm->create(&h->o, &h->vst), fail);
+    MS_TRY_GOTO(s, on_dev ? new_device(h) : new_host(h), fail);
     h->o.static_ids = NULL; /* read at creation only */
+    h->o.dft = NULL;
     *out = h;
     return MS_OK;
 fail:
@@ -146,11 +121,14 @@ static ms_status replay(ms_head *h, const ms_vocab_plan *p, bool last) {
 ms_status ms_head_begin(ms_head *h, ms_vocab_stream stream, const int32_t *prompt, int64_t n_prompt,
                         const int32_t *topk_pre, int64_t k_pre) {
     h->lost = MS_OK; /* the resets below bring the device window back in step */
-    ms_vocab_reset(h->vocab);
-    if (h->dev) MS_TRY(replay(h, &(ms_vocab_plan){.reset = h->o.mode == MS_VOCAB_DYNAMIC}, false));
     ms_vocab_plan p;
-    MS_TRY(ms_vocab_begin_plan(h->vocab, stream, prompt, n_prompt, topk_pre, k_pre, &p));
-    MS_TRY(ms_vocab_begin_stream(h->vocab, stream, prompt, n_prompt, topk_pre, k_pre));
+    const ms_vmode_begin_in in = {stream, prompt, n_prompt, topk_pre, k_pre};
+    ms_status s = h->vm->begin(h->vst, &in, &p);
+    if (s < 0) { /* the mode may have emptied its window: the device's no longer matches */
+        if (h->dev) h->lost = s;
+        return s;
+    }
+    if (h->dev) MS_TRY(replay(h, &(ms_vocab_plan){.reset = p.reset}, false));
     return replay(h, &p, true);
 }
 
@@ -158,14 +136,15 @@ ms_status ms_head_append_round(ms_head *h, ms_vocab_stream stream, const int32_t
                                const int32_t *emitted, int64_t n_emit, const int32_t *ver_topk, int64_t n_path,
                                int64_t k_ver) {
     ms_vocab_plan p;
-    MS_TRY(ms_vocab_round_plan(h->vocab, stream, tree_ids, n_tree, emitted, n_emit, ver_topk, n_path, k_ver, &p));
-    MS_TRY(ms_vocab_stream_round(h->vocab, stream, tree_ids, n_tree, emitted, n_emit, ver_topk, n_path, k_ver));
+    const ms_vmode_round_in in = {.stream = stream, .tree_ids = tree_ids, .n_tree = n_tree, .emitted = emitted,
+                                  .n_emit = n_emit, .ver_topk = ver_topk, .n_path = n_path, .k_ver = k_ver};
+    MS_TRY(h->vm->update(h->vst, &in, &p));
     return replay(h, &p, true);
 }
 
 /* ---- the head -------------------------------------------------------------- */
 
-/* Host: logits over the active rows of hv (the step, else the C window) for hid [n, d]. */
+/* Host: logits over the active rows of hv (the mode's rows now) for hid [n, d]. */
 static void host_logits(ms_head *h, const ms_vocab *hv, const float *hid, int64_t n, int64_t n_act, const float *rows) {
     if (n_act == 0) return;
     if (h->typed) {
@@ -188,7 +167,7 @@ static void host_topk(ms_head *h, const float *hid, int64_t n, int64_t k, int32_
     const float *rows;
     const int32_t *id_of;
     int64_t n_act;
-    const ms_vocab *hv = h->step ? h->step : h->vocab;
+    const ms_vocab *hv = h->vm->rows(h->vst);
     ms_vocab_rows(hv, &rows, &n_act, &id_of);
     host_logits(h, hv, hid, n, n_act, rows);
     int64_t kk = k < n_act ? k : n_act;
@@ -254,14 +233,12 @@ void ms_head_synced(ms_head *h) {
     if (h->dev) h->o.be->head.head_synced(h->dev);
 }
 
-const ms_vocab *ms_head_vocab(const ms_head *h) { return h->vocab; }
-ms_vocab *ms_head_step(ms_head *h) { return h->step; }
-const ms_vocab *ms_head_rows(const ms_head *h) { return h->step ? h->step : h->vocab; }
+const ms_vocab *ms_head_vocab(const ms_head *h) { return h->vm->coverage(h->vst); }
+const ms_vocab *ms_head_rows(const ms_head *h) { return h->vm->rows(h->vst); }
+const ms_vmode_i *ms_head_mode(const ms_head *h) { return h->vm; }
 
-void ms_head_set_limit(ms_head *h, int64_t n) {
-    MS_ASSERT(!h->dev && h->o.mode == MS_VOCAB_STATIC);
-    ms_vocab_set_head_limit(h->vocab, n);
-}
+ms_status ms_head_plan(ms_head *h, const ms_vmode_step *s) { return h->vm->step ? h->vm->step(h->vst, s) : MS_OK; }
+
 bool ms_head_on_device(const ms_head *h) { return h->dev != NULL; }
 void *ms_head_device_window(ms_head *h) { return h->dev ? h->o.be->head.head_window(h->dev) : NULL; }
 int64_t ms_head_window_syncs(const ms_head *h) { return h->dev ? h->o.be->head.head_window_syncs() : 0; }

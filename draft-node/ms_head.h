@@ -1,5 +1,7 @@
 /* ms_head.h — the draft's LM head over its vocabulary mode (DESIGN.md §5),
- * on the backend the draft picks once, at creation.
+ * on the backend the draft picks once, at creation. The mode is an
+ * implementation of ms_vmode_i (ms_vmode.h): it owns the vocabularies and
+ * names the rows of each step; the head only evaluates them.
  *
  * One interface, two implementations:
  *   - host: the C window ms_vocab (ms_vocab.c, the specification of the
@@ -21,13 +23,45 @@
 #define MS_HEAD_H
 
 #include "ms_common.h"
+#include "ms_draft.h" /* ms_dft_opts: what a mode reads */
 #include "ms_k_backend.h"
 #include "ms_vocab.h"
 
 typedef struct ms_head ms_head;
+typedef struct ms_vmode_i ms_vmode_i;
+
+/* One head evaluation at draft depth `depth` (0: the root's step; ms_vsel.h):
+ * hid [n, d] the rows' hidden states (host), prev [n, d] their parents', tok
+ * [n] their tokens. A mode that works here adds its time to *vocab_ns. */
+typedef struct {
+    const float *hid, *prev;
+    const int32_t *tok;
+    int64_t n, depth;
+    uint64_t *vocab_ns;
+} ms_vmode_step;
+
+/* A request's start: S_init of `stream` (ms_vocab_begin_stream). */
+typedef struct {
+    ms_vocab_stream stream;
+    const int32_t *prompt;
+    int64_t n_prompt;
+    const int32_t *topk_pre; /* [n_prompt, k_pre] */
+    int64_t k_pre;
+} ms_vmode_begin_in;
+/* A verdict's stream additions (ms_vocab_stream_round). */
+typedef struct {
+    ms_vocab_stream stream;
+    const int32_t *tree_ids, *emitted, *ver_topk; /* [n_tree], [n_emit], [n_path, k_ver] */
+    int64_t n_tree, n_emit, n_path, k_ver;
+} ms_vmode_round_in;
 
 typedef struct {
+    const ms_vmode_i *vmode;   /* the vocabulary mode (ms_vmode.h); NULL: ms_vmode_of(mode, none) */
     ms_vocab_mode mode;
+    const ms_dft_opts *dft;    /* the draft's options a mode reads (list file, selector, budgets); may be NULL */
+    const char *head_model;    /* selectors: the model whose head their artefact approximates */
+    ms_status (*embed)(void *ctx, ms_qweight *out); /* dynaspec: the draft's embedding table */
+    void *embed_ctx;
     bool indexed;              /* read the head's rows by id (no packed rows, no gathers) */
     int64_t V, d;
     int64_t w_max;             /* dynamic */
@@ -46,11 +80,6 @@ typedef struct {
     ms_dtype act;
     const void *W_dev;         /* [V, d] act, device */
     int64_t max_append;        /* dynamic: most ids of one stream change */
-    /* host head over full / dynamic: > 0 gives it a per-step vocabulary of
-     * this many rows (issue 16's selectors fill it, ms_head_step) that the
-     * head reads instead of the window; the window (dynamic: the hybrids)
-     * then keeps maps only */
-    int64_t step_cap;
 } ms_head_opts;
 
 /* A head (and its C window) over o's rows; the device head when o->W_dev is
@@ -83,15 +112,14 @@ ms_status ms_head_ready(const ms_head *h);
  * staging may be reused. No-op on the host head. */
 void ms_head_synced(ms_head *h);
 
+/* The vocabulary coverage is measured against (the window, the list, …). */
 const ms_vocab *ms_head_vocab(const ms_head *h);
-/* The per-step vocabulary (step_cap > 0), else NULL: the caller sets its
- * active ids (ms_vsel_step) before each ms_head_topk. */
-ms_vocab *ms_head_step(ms_head *h);
-/* The vocabulary whose rows the head reads: the step's, else the window. */
+/* Before each ms_head_topk: the mode picks the step's rows (a per-step
+ * selector, a static list's position-aware prefix; most modes: nothing). */
+ms_status ms_head_plan(ms_head *h, const ms_vmode_step *s);
+/* The vocabulary whose rows the head reads now. */
 const ms_vocab *ms_head_rows(const ms_head *h);
-/* Static list on a host head: read only its first n rows (the position-aware
- * budget, ms_vocab_set_head_limit). */
-void ms_head_set_limit(ms_head *h, int64_t n);
+const ms_vmode_i *ms_head_mode(const ms_head *h);
 bool ms_head_on_device(const ms_head *h);
 /* The device window (dynamic, device head), else NULL: tests. */
 void *ms_head_device_window(ms_head *h);

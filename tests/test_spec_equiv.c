@@ -33,7 +33,8 @@
  * alone and ∪ the window (the artefact built at test time by
  * tools/vocab/specvocab_build.py for the draft's head model: rank 16 F32 for
  * stories, rank 32 Q8_0 for llama), and the static list under a
- * position-aware budget (R = 0.5, K_min = 8).
+ * position-aware budget (R = 0.5, K_min = 8), and the static list ∪ the
+ * window (mode static+window, named by o.vocab_mode).
  *
  * Under ASan (or SPEC_SMALL=1) fewer prompts per configuration and fewer new
  * tokens are run; every kind, mode and shape still runs.
@@ -82,11 +83,13 @@ typedef struct {
     int64_t k;
     double decay;
     int64_t k_min;
+    const char *mode; /* a mode of the names table without a (vocab, vsel) pair (o.vocab_mode) */
 } extra_mode;
 static const extra_mode EXTRA[] = {
-    {"specvocab", MS_VOCAB_FULL, MS_DFT_VSEL_SPECVOCAB, 12, 1.0, 0},
-    {"specvocab+window", MS_VOCAB_DYNAMIC, MS_DFT_VSEL_SPECVOCAB, 6, 0.7, 2},
-    {"static-decay", MS_VOCAB_STATIC, MS_DFT_VSEL_NONE, 0, 0.5, 8},
+    {"specvocab", MS_VOCAB_FULL, MS_DFT_VSEL_SPECVOCAB, 12, 1.0, 0, NULL},
+    {"specvocab+window", MS_VOCAB_DYNAMIC, MS_DFT_VSEL_SPECVOCAB, 6, 0.7, 2, NULL},
+    {"static-decay", MS_VOCAB_STATIC, MS_DFT_VSEL_NONE, 0, 0.5, 8, NULL},
+    {"static+window", MS_VOCAB_STATIC, MS_DFT_VSEL_NONE, 0, 1.0, 0, "static+window"},
 };
 
 static const struct {
@@ -218,6 +221,7 @@ static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t
     if (x) {
         o.vocab = x->vm;
         o.vsel = x->vsel;
+        o.vocab_mode = x->mode;
         o.specvocab_k = x->k > 0 ? x->k : o.specvocab_k;
         o.budget_decay = x->decay;
         o.budget_min = x->k_min;

@@ -20,3 +20,7 @@ target_include_directories(fuzz_vocab_list PRIVATE ${CMAKE_SOURCE_DIR}/draft-nod
 # rows against the head's rows, gathers only for entering ids; the static head
 # limit and the position-aware budget schedule.
 ms_add_test(test_vocab_step test_vocab_step.c LIBS ms_draft LABELS vocab)
+# Mode static+window (draft-node/ms_vmode_static_window.c) through the head
+# interface: its rows are list ∪ window (a separate reference window), its
+# top-k is a naive top-k over that union.
+ms_add_test(test_vocab_union test_vocab_union.c LIBS ms_draft LABELS vocab)
