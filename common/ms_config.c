@@ -91,10 +91,11 @@ static const cfg_key g_keys[] = {
              "adapt the draft depth per request between 1 and tree.depth+1 tokens from the recent acceptance "
              "(grow by one after a fully accepted round, shrink towards the accepted-length average + 1)"),
 
-    KEY_ENUM("vocab.mode", vocab.mode, "dynamic", "dynamic|static|full|specvocab|specvocab+window|dynaspec|dynaspec+window",
-             "draft vocabulary (DESIGN 5): dynamic (MicroSpec window), static (FR-Spec list), full (all rows); "
+    KEY_ENUM("vocab.mode", vocab.mode, "dynamic", "dynamic|static|full|specvocab|specvocab+window|dynaspec|dynaspec+window|static+window",
+             "draft vocabulary (docs/architecture.md §5): dynamic (MicroSpec window), static (FR-Spec list), full (all rows); "
              "per step (issue 16): specvocab / dynaspec (the candidates a selector picks from vocab.artifact for "
-             "each draft step), specvocab+window / dynaspec+window (those candidates plus the dynamic window)"),
+             "each draft step), specvocab+window / dynaspec+window (those candidates plus the dynamic window), "
+             "static+window (the vocab.list ids plus the dynamic window)"),
     KEY_INT("vocab.w_max", vocab.w_max, 3072, 1, INT32_MAX, "dynamic: window size W_max (stream entries)"),
     KEY_INT("vocab.k_pre", vocab.k_pre, 3, 0, MS_CFG_TREE_MAX, "dynamic: top-K_pre target ids per prompt position"),
     KEY_INT("vocab.k_ver", vocab.k_ver, 3, 0, MS_CFG_TREE_MAX, "dynamic: top-K_ver target ids per accepted node"),
@@ -661,9 +662,9 @@ static ms_status check_cross(cfg_ctx *x, const ms_cfg *c) {
         !c->draft.model[0])
         return cfg_fail(x, MS_ERR_NOT_FOUND, line_of2(x, "draft.kind", "draft.model"), "draft.model",
                         "required when draft.kind is \"%s\"", c->draft.kind);
-    if (c->draft.enabled && !strcmp(c->vocab.mode, "static") && !c->vocab.list[0])
+    if (c->draft.enabled && !strncmp(c->vocab.mode, "static", 6) && !c->vocab.list[0])
         return cfg_fail(x, MS_ERR_NOT_FOUND, line_of2(x, "vocab.mode", "vocab.list"), "vocab.list",
-                        "required when vocab.mode is \"static\" (a microspec-freqlist file)");
+                        "required when vocab.mode is \"%s\" (a microspec-freqlist file)", c->vocab.mode);
     if (c->draft.enabled && (!strncmp(c->vocab.mode, "specvocab", 9) || !strncmp(c->vocab.mode, "dynaspec", 8)) &&
         !c->vocab.artifact[0])
         return cfg_fail(x, MS_ERR_NOT_FOUND, line_of2(x, "vocab.mode", "vocab.artifact"), "vocab.artifact",

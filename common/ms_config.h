@@ -1,4 +1,4 @@
-/* ms_config.h — the cluster configuration file (DESIGN §7).
+/* ms_config.h — the cluster configuration file (docs/architecture.md §7).
  *
  * One libconfig file describes the whole pair: the target and draft models
  * and where they run, the vocabulary mode, the draft tree, the pipeline, the

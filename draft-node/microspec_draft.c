@@ -1,5 +1,5 @@
 /* microspec-draft — the draft node: connects to the target over the link and
- * drafts a tree per round (DESIGN §4, §6 `sync`). */
+ * drafts a tree per round (docs/architecture.md §4, §6 `sync`). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -88,7 +88,7 @@ static bool load_config(const char *path, ms_cfg *cfg) {
 static bool draft_opts(const ms_cfg *cfg, ms_dft_opts *o) {
     *o = ms_dft_opts_default();
     if (!ms_dft_kind_parse(cfg->draft.kind, &o->kind, &o->ngram) || o->kind == MS_DRAFT_NGRAM ||
-        !ms_dft_vocab_parse(cfg->vocab.mode, &o->vocab, &o->vsel) || !ms_vocab_stream_parse(cfg->vocab.stream, &o->stream) ||
+        !ms_dft_vocab_set(o, cfg->vocab.mode) || !ms_vocab_stream_parse(cfg->vocab.stream, &o->stream) ||
         !ms_dft_head_parse(cfg->vocab.lm_head, &o->lm_head)) {
         MS_LOG_ERROR("%s: bad draft.kind '%s', vocab.mode '%s', vocab.stream '%s' or vocab.lm_head '%s'", cfg->source,
                      cfg->draft.kind, cfg->vocab.mode, cfg->vocab.stream, cfg->vocab.lm_head);

@@ -51,7 +51,7 @@ struct ms_dft {
     double len_ema;    /* adaptive depth: EMA of accepted draft tokens per round */
     ms_draft_stats next_stats; /* coverage and vocab time to report with the next tree */
 
-    /* overlap pre-draft of round `round` + 1 (DESIGN §6) */
+    /* overlap pre-draft of round `round` + 1 (docs/architecture.md §6) */
     bool pre_active;
     int32_t pre_path[MS_TREE_MAX]; /* assumed accepted path (node indices of `tree`) */
     int64_t pre_n_path;
@@ -694,7 +694,7 @@ static int64_t emitted_tokens(const ms_dft *d, const ms_msg_verify *m, int32_t *
 }
 
 /* Coverage of the emitted tokens against the vocabulary the tree was drafted
- * from, then the stream additions: C_draft and C_ver (DESIGN §5), or the
+ * from, then the stream additions: C_draft and C_ver (docs/architecture.md §5), or the
  * emitted tokens for the context-only stream. */
 static ms_status apply_vocab(ms_dft *d, const ms_msg_verify *m, ms_draft_stats *into) {
     int32_t emitted[MS_TREE_MAX + 1];

@@ -1,4 +1,4 @@
-/* ms_draft.h — the draft side of speculative decoding (DESIGN §3–§5).
+/* ms_draft.h — the draft side of speculative decoding (docs/architecture.md §3–§5).
  *
  * One object per draft node: a draft model of one kind (lm / eagle /
  * layerskip), a vocabulary mode over its LM head (full / static / dynamic /
@@ -7,7 +7,7 @@
  * ms_draft_port (protocol/ms_msg.h): begin a request, draft a tree per round,
  * accept the target's verdict.
  *
- * Per round (DESIGN §4): commit the tokens accepted since the last round
+ * Per round (docs/architecture.md §4): commit the tokens accepted since the last round
  * (their KV, plus for eagle the target features), take the level-1 top-K
  * after the root, build the tree level by level with tree-masked forwards,
  * then drop the tree rows from the draft KV. On accept: measure coverage,
@@ -118,6 +118,11 @@ bool ms_vocab_mode_parse(const char *s, ms_vocab_mode *out);
  * o.vocab_mode. */
 bool ms_dft_vocab_parse(const char *s, ms_vocab_mode *mode, ms_dft_vsel *vsel);
 const char *ms_dft_vocab_name(ms_vocab_mode mode, ms_dft_vsel vsel);
+/* Name a mode of the table in o: its (vocab, vsel) pair where it has one,
+ * else o->vocab_mode = s (s must outlive o). False for an unknown name. */
+bool ms_dft_vocab_set(ms_dft_opts *o, const char *s);
+/* Every mode's name, comma-separated, in the table's order (for messages). */
+const char *ms_dft_vocab_names(void);
 const char *ms_dft_head_name(ms_dft_head h); /* "gathered" / "indexed" */
 bool ms_dft_head_parse(const char *s, ms_dft_head *out);
 
@@ -125,7 +130,7 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out);
 void ms_dft_free(ms_dft **d);
 /* The port the target drives; valid while d lives. */
 ms_draft_port ms_dft_port(ms_dft *d);
-/* Overlap pipelining (DESIGN §6). After the tree of round r went out and
+/* Overlap pipelining (docs/architecture.md §6). After the tree of round r went out and
  * while the target verifies it, pre-draft round r+1 assuming the target
  * accepts the tree's deepest path (its deepest node of highest score) and
  * then emits the draft's own top-1 after it as the bonus. Its KV rows are

@@ -1,4 +1,4 @@
-/* ms_head.h — the draft's LM head over its vocabulary mode (DESIGN.md §5),
+/* ms_head.h — the draft's LM head over its vocabulary mode (docs/architecture.md §5),
  * on the backend the draft picks once, at creation. The mode is an
  * implementation of ms_vmode_i (ms_vmode.h): it owns the vocabularies and
  * names the rows of each step; the head only evaluates them.

@@ -1,4 +1,4 @@
-/* ms_ngram.h — the n-gram draft source (DESIGN §3, draft kind `ngram`).
+/* ms_ngram.h — the n-gram draft source (docs/architecture.md §3, draft kind `ngram`).
  *
  * Prompt-lookup drafting: the request's own tokens (prompt, then everything
  * emitted) are the corpus. The draft after the root is the continuation of

@@ -1,4 +1,4 @@
-/* ms_tree.h — the EAGLE-2 dynamic draft tree (DESIGN §4, eagle2-frspec-notes §2.2-2.3).
+/* ms_tree.h — the EAGLE-2 dynamic draft tree (docs/architecture.md §4, eagle2-frspec-notes §2.2-2.3).
  *
  * Pure algorithm: the builder does not know the model. The caller runs the
  * draft once on the committed context and hands over the level-1 candidates

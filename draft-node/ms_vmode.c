@@ -2,6 +2,7 @@
  * the implementations share (ms_vmode.h). */
 #include "ms_vmode.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +63,26 @@ bool ms_dft_vocab_parse(const char *s, ms_vocab_mode *mode, ms_dft_vsel *vsel) {
             return true;
         }
     return false;
+}
+
+bool ms_dft_vocab_set(ms_dft_opts *o, const char *s) {
+    if (ms_dft_vocab_parse(s, &o->vocab, &o->vsel)) {
+        o->vocab_mode = NULL;
+        return true;
+    }
+    if (!ms_vmode_find(s)) return false;
+    o->vocab_mode = s;
+    return true;
+}
+
+const char *ms_dft_vocab_names(void) {
+    static char names[256];
+    if (!names[0])
+        for (int i = 0; i < N_VMODES; i++) {
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", k_vmodes[i].name);
+        }
+    return names;
 }
 
 const char *ms_dft_vocab_name(ms_vocab_mode mode, ms_dft_vsel vsel) {

@@ -1,5 +1,5 @@
-/* ms_vmode.h — the draft's vocabulary modes behind one interface (DESIGN.md
- * §5, issue 33), shaped as llama.cpp's llama_sampler_i: a struct of
+/* ms_vmode.h — the draft's vocabulary modes behind one interface
+ * (docs/architecture.md §5, issue 33), shaped as llama.cpp's llama_sampler_i: a struct of
  * functions, one file per implementation, the user-facing names in one
  * table (ms_vmode.c).
  *

@@ -1,5 +1,5 @@
 /* ms_vmode_window.c — vocabulary mode dynamic: the MicroSpec window
- * I = Unique(Suffix(S, W_max)) (DESIGN §5), kept by ms_vocab (ms_vocab.c,
+ * I = Unique(Suffix(S, W_max)) (docs/architecture.md §5), kept by ms_vocab (ms_vocab.c,
  * the specification of the rule). On a device head the window's twin
  * (kernels/cuda/ms_k_cuda_vocab.cu, through the backend's draft head) is fed
  * the plans begin / update return, so both hold the same window and slots. */

@@ -1,5 +1,5 @@
 /* ms_vocab.c — full / static (FR-Spec) / dynamic (MicroSpec) draft
- * vocabularies. See ms_vocab.h and DESIGN.md §5 for the definitions. */
+ * vocabularies. See ms_vocab.h and docs/architecture.md §5 for the definitions. */
 #include "ms_vocab.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* ms_vocab.h — the draft's vocabulary modes (DESIGN.md §5): which rows of the
+/* ms_vocab.h — the draft's vocabulary modes (docs/architecture.md §5): which rows of the
  * LM head W [V, d] the draft's LM-head GEMM runs over, and how result slots map
  * back to token ids.
  *
@@ -108,7 +108,7 @@ void ms_vocab_reset(ms_vocab *v);
  * Full/static: no-op returning MS_OK. */
 ms_status ms_vocab_append(ms_vocab *v, const int32_t *ids, int64_t n);
 
-/* Dynamic: reset, then append S_init (DESIGN §5): the prompt ids in order (not
+/* Dynamic: reset, then append S_init (docs/architecture.md §5): the prompt ids in order (not
  * deduplicated), then for each prompt position in order its top-K_pre ids
  * (topk_pre [n_prompt, k_pre], row-major, best first) as a union: an id this
  * union has already appended is not appended again. topk_pre may be NULL when
@@ -116,7 +116,7 @@ ms_status ms_vocab_append(ms_vocab *v, const int32_t *ids, int64_t n);
 ms_status ms_vocab_init_stream(ms_vocab *v, const int32_t *prompt, int64_t n_prompt, const int32_t *topk_pre,
                                int64_t k_pre);
 
-/* Dynamic: the stream additions of one round (DESIGN §4/§5): C_draft = the
+/* Dynamic: the stream additions of one round (docs/architecture.md §4/§5): C_draft = the
  * distinct ids of tree_ids [n_tree] in node order, then C_ver = the top-K_ver
  * target ids at each node of the accepted path (ver_topk [n_path, k_ver],
  * row-major, in path order), deduplicated within C_ver (not against C_draft).
@@ -126,13 +126,13 @@ ms_status ms_vocab_append_round(ms_vocab *v, const int32_t *tree_ids, int64_t n_
 
 /* Dynamic: append the distinct ids of ids [n] in first-occurrence order (one
  * union; ms_vocab_append_round is two of them). For the `sync` pipeline
- * (DESIGN §6), which appends C_draft when it drafts and C_ver when the verify
+ * (docs/architecture.md §6), which appends C_draft when it drafts and C_ver when the verify
  * result arrives. Validated first. Full/static: no-op. */
 ms_status ms_vocab_append_distinct(ms_vocab *v, const int32_t *ids, int64_t n);
 
 /* ---- window-stream ablation (which stream feeds the dynamic window) ---- */
 
-/* MS_VOCAB_STREAM_BOTH: the paper's definition (DESIGN §5): S_init = prompt
+/* MS_VOCAB_STREAM_BOTH: the paper's definition (docs/architecture.md §5): S_init = prompt
  *   ids ⊕ top-K_pre union; each round C_draft ⊕ C_ver.
  * MS_VOCAB_STREAM_CONTEXT: S_init = the prompt ids; each round the tokens
  *   the target emitted (accepted path tokens then the bonus, in order, not

@@ -1,4 +1,4 @@
-/* ms_msg.h — what crosses between the target and the draft (DESIGN §4, §6).
+/* ms_msg.h — what crosses between the target and the draft (docs/architecture.md §4, §6).
  *
  * Every message is defined once, here, as a plain C struct. The single-process
  * driver passes them by direct call through an ms_draft_port; the two-node
@@ -24,7 +24,7 @@ typedef struct {
 } ms_tree;
 
 /* Distinct token ids of the tree excluding the root, in node order of first
- * occurrence (C_draft of DESIGN §5). out holds ≥ t->n - 1 ids; returns the count. */
+ * occurrence (C_draft of docs/architecture.md §5). out holds ≥ t->n - 1 ids; returns the count. */
 int64_t ms_tree_distinct_ids(const ms_tree *t, int32_t *out);
 
 /* Structural check of a tree from elsewhere (e.g. a peer): 1 ≤ n ≤ MS_TREE_MAX,

@@ -1,4 +1,4 @@
-/* ms_wire.h — the target↔draft wire format (DESIGN §4, §6, §7).
+/* ms_wire.h — the target↔draft wire format (docs/architecture.md §4, §6, §7).
  *
  * One message is one ZeroMQ multipart message:
  *   frame 0  a MessagePack map (the control map);

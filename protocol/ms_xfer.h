@@ -1,4 +1,4 @@
-/* ms_xfer.h — how the target's hidden states reach an eagle draft (DESIGN §6,
+/* ms_xfer.h — how the target's hidden states reach an eagle draft (docs/architecture.md §6,
  * last paragraph): a raw ZeroMQ frame (host), CUDA IPC when both nodes share
  * one GPU (ipc), or NCCL between two GPUs (nccl).
  *

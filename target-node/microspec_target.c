@@ -1,6 +1,6 @@
 /* microspec-target — the target node: serves the OpenAI-compatible HTTP API,
  * verifies the draft node's trees, and finishes alone whenever the draft is
- * gone, slow or wrong (DESIGN §4, §7). */
+ * gone, slow or wrong (docs/architecture.md §4, §7). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>

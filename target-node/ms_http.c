@@ -1,4 +1,4 @@
-/* ms_http.c — OpenAI-compatible HTTP front end of the target node (DESIGN §7).
+/* ms_http.c — OpenAI-compatible HTTP front end of the target node (docs/architecture.md §7).
  *
  * Threading. libmicrohttpd runs with MHD_USE_THREAD_PER_CONNECTION (and its
  * internal accept thread). Generation is batch 1, so at most one connection

@@ -1,4 +1,4 @@
-/* ms_http.h — the target node's OpenAI-compatible HTTP front end (DESIGN §7).
+/* ms_http.h — the target node's OpenAI-compatible HTTP front end (docs/architecture.md §7).
  *
  * Endpoints (libmicrohttpd):
  *   POST /v1/completions       {model, prompt, max_tokens, temperature, top_p, seed, stop, stream}

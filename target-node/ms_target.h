@@ -1,4 +1,4 @@
-/* ms_target.h — the target side of speculative decoding (DESIGN §4).
+/* ms_target.h — the target side of speculative decoding (docs/architecture.md §4).
  *
  * Prefill, tree verification over the full vocabulary, acceptance, KV
  * compaction, and the request loop that drives a draft through an
@@ -36,7 +36,7 @@ typedef struct {
 
 ms_gen_params ms_gen_params_default(void);
 
-/* Per-request statistics (DESIGN §8). */
+/* Per-request statistics (docs/architecture.md §8). */
 typedef struct {
     int64_t prompt_tokens;
     int64_t new_tokens;           /* tokens emitted (stop token excluded) */

@@ -1,5 +1,5 @@
 # The target node's OpenAI-compatible HTTP front end (target-node/ms_http.c,
-# DESIGN §7) against a fake backend over loopback sockets: response shapes,
+# docs/architecture.md §7) against a fake backend over loopback sockets: response shapes,
 # SSE streaming, stop strings, every 4xx, bearer tokens, 50 concurrent clients
 # against a bounded queue, client disconnects, shutdown, and `curl -N`.
 # HTTP_SMALL=1 shrinks the random stop-string cases.

@@ -1,5 +1,5 @@
 # Speculative core acceptance tests (target-node/ms_target.c + draft-node/ms_draft.c,
-# DESIGN §4-§5): greedy output == autoregressive for every draft kind × vocabulary
+# docs/architecture.md §4-§5): greedy output == autoregressive for every draft kind × vocabulary
 # mode × tree shape, and under the draft policies (confidence stop p_min, adaptive depth); wrong and failing drafts; lossless sampling (chi-square against
 # the target's exact distribution, with a deliberately broken verifier that must be
 # caught); statistics consistency. Models are made in temporary folders with the

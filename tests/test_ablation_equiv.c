@@ -1,5 +1,5 @@
 /* test_ablation_equiv.c — greedy speculative decoding still emits exactly
- * what the target emits alone under the ablation options (DESIGN §5: "the
+ * what the target emits alone under the ablation options (docs/architecture.md §5: "the
  * vocabulary mode never changes what the target emits"):
  *   - the context-only and extension-only window streams (dynamic mode),
  *   - the indexed LM head in full, static and dynamic mode (and with the

@@ -1,7 +1,7 @@
 /* test_config.c — the cluster configuration file (common/ms_config.c) and the
  * microspec-config CLI.
  *
- * Defaults are compared with values written out here (DESIGN §5, §7 and the
+ * Defaults are compared with values written out here (docs/architecture.md §5, §7 and the
  * brief), not read back from the table; every bad-input case names the error
  * code and the line the message must point at; secrets are searched for in
  * the captured log; dump → parse must give the same struct for a config in

@@ -1,5 +1,5 @@
 /* test_cuda_spec.c — greedy speculative decoding on CUDA emits what the CUDA
- * target emits alone (DESIGN §4), the GPU twin of test_spec_equiv's random
+ * target emits alone (docs/architecture.md §4), the GPU twin of test_spec_equiv's random
  * groups.
  *
  * Targets: seeded random llama (GQA) / qwen2 (tied) / qwen3 (q/k norm)

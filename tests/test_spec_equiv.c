@@ -1,5 +1,5 @@
 /* test_spec_equiv.c — greedy speculative decoding emits exactly what the
- * target emits alone (DESIGN §4: "the vocabulary mode never changes what the
+ * target emits alone (docs/architecture.md §4: "the vocabulary mode never changes what the
  * target emits").
  *
  * For every draft kind × vocabulary mode × tree shape (EAGLE-2 10/5/60, a

@@ -1,4 +1,4 @@
-/* test_spec_stats.c — the per-request statistics (ms_gen_stats, DESIGN §8)
+/* test_spec_stats.c — the per-request statistics (ms_gen_stats, docs/architecture.md §8)
  * agree with what actually crossed the draft port and the token callback.
  *
  * Every run goes through a recording port (spec_util.c) around the real draft,

@@ -1,4 +1,4 @@
-/* test_vocab_dynamic.c — the MicroSpec dynamic window (DESIGN.md §5) against
+/* test_vocab_dynamic.c — the MicroSpec dynamic window (docs/architecture.md §5) against
  * its definition, recomputed naively here: keep the whole stream S, take its
  * last W_max entries, the set of distinct ids. Checked after every append batch
  * on random skewed streams (ids repeat and leave), for several W_max and V:

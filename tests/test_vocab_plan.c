@@ -40,7 +40,7 @@ static void apply(replay *r, const ms_vocab_plan *p) {
     }
 }
 
-/* The stream rule of DESIGN §5 and ms_vocab.h written out with the plain
+/* The stream rule of docs/architecture.md §5 and ms_vocab.h written out with the plain
  * calls, independently of the plans: a third window fed by it must agree. */
 static void rule_begin(ms_vocab *x, ms_vocab_stream st, const int32_t *prompt, int64_t n_prompt, const int32_t *pre,
                        int64_t k_pre) {

@@ -1,6 +1,6 @@
 /* test_vocab_work.c — the dynamic window's work does not depend on V.
  *
- * The same id stream (ids < 1000, rounds shaped like DESIGN §4: S_init, then
+ * The same id stream (ids < 1000, rounds shaped like docs/architecture.md §4: S_init, then
  * C_draft ⊕ C_ver per round) drives two windows, V = 151,936 and V = 1,000.
  * Per round: the work counters (entries appended, rows gathered, rows moved)
  * are bounded by the round's appended entries and are identical for both V,

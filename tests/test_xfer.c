@@ -21,7 +21,7 @@
 
 /* ---- 1. negotiation table ----------------------------------------------------- */
 
-/* The reference, as DESIGN §6 and the brief state it, rule by rule. */
+/* The reference, as docs/architecture.md §6 and the brief state it, rule by rule. */
 static ms_wire_via reference(ms_xfer_kind tp, bool t_gpu, uint32_t t_off, ms_xfer_kind dp, bool d_gpu, uint32_t d_off,
                              bool same_gpu, bool same_host) {
     const uint32_t IPC = 1u << MS_WIRE_VIA_IPC, NCCL = 1u << MS_WIRE_VIA_NCCL;

@@ -1,4 +1,4 @@
-# Draft vocabulary modes (draft-node/ms_vocab.*, DESIGN.md §5) and the static
+# Draft vocabulary modes (draft-node/ms_vocab.*, docs/architecture.md §5) and the static
 # list builder (tools/vocab/microspec_freqlist.c): the dynamic window against a naive
 # recomputation, V-independence of its work, static lists, rows agreement.
 ms_add_test(test_vocab_dynamic test_vocab_dynamic.c LIBS ms_draft LABELS vocab TIMEOUT 300)

@@ -457,7 +457,7 @@ run_e2e() {
   d=$(firstdiff "$work/cuda.txt" "$work/cpu.txt")
   row e2e "AR cuda bf16 vs AR cpu" "$([ -z "$d" ] && echo MATCH || echo DIFF)" \
     "$([ -z "$d" ] && echo "identical" || echo "first diff at $d (bf16 rounding?)"); $(cat "$work/tps.cuda-ar") tok/s"
-  # Speculative on cuda must emit what AR on cuda emits (DESIGN §4); a
+  # Speculative on cuda must emit what AR on cuda emits (docs/architecture.md §4); a
   # divergence is a defect unless it sits on a bf16 near-tie (see test_cuda_spec).
   local mode label
   # W_max 128 of the 512 ids, so the dynamic window really packs rows.

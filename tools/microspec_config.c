@@ -13,7 +13,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: " TOOL " CONFIG [--check] [--get PATH]... [--dump [--secrets]]\n"
             "\n"
-            "Validates a MicroSpec cluster configuration (libconfig text, DESIGN.md 7) the way the\n"
+            "Validates a MicroSpec cluster configuration (libconfig text, docs/architecture.md §7) the way the\n"
             "nodes do at start. Model files are not opened: the nodes check them.\n"
             "\n"
             "  --check          validate only (the default when nothing else is asked); prints \"ok\";\n"

@@ -596,9 +596,9 @@ static int check_spec_args(gen_args *a) {
         fprintf(stderr, "microspec-generate: --draft-kind ngram has no model: drop --draft, or use lm+ngram\n");
         return 2;
     }
-    if (!ms_dft_vocab_parse(a->vocab_mode, &d->vocab, &d->vsel)) {
-        fprintf(stderr, "microspec-generate: --vocab must be full, static, dynamic, specvocab, specvocab+window, "
-                        "dynaspec or dynaspec+window, got '%s'\n", a->vocab_mode);
+    if (!ms_dft_vocab_set(d, a->vocab_mode)) {
+        fprintf(stderr, "microspec-generate: --vocab must be one of %s, got '%s'\n", ms_dft_vocab_names(),
+                a->vocab_mode);
         return 2;
     }
     if (a->vocab_stream && !ms_vocab_stream_parse(a->vocab_stream, &d->stream)) {

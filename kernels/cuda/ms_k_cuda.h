@@ -88,7 +88,7 @@ void ms_k_cuda_free(void **p);
 ms_status ms_k_cuda_upload(const ms_k_ops *ops, void *dev, const void *host, size_t bytes);
 ms_status ms_k_cuda_download(const ms_k_ops *ops, void *host, const void *dev, size_t bytes);
 
-/* ---- dynamic draft vocabulary window (ms_k_cuda_vocab.cu; DESIGN.md §5) ---- */
+/* ---- dynamic draft vocabulary window (ms_k_cuda_vocab.cu; docs/architecture.md §5) ---- */
 
 /* The device twin of the `dynamic` mode of draft-node/ms_vocab.h: ring of the
  * last W_max stream entries, per-id counts, slot map id → slot and its

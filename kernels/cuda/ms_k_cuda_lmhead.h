@@ -1,4 +1,4 @@
-/* ms_k_cuda_lmhead.h — the draft LM-head step on the device (DESIGN.md §5):
+/* ms_k_cuda_lmhead.h — the draft LM-head step on the device (docs/architecture.md §5):
  * logits of the draft's hidden rows against the rows of one vocabulary mode,
  * and the slot → token id map after top-k. C-callable, no CUDA header.
  *

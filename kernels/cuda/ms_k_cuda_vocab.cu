@@ -1,4 +1,4 @@
-/* ms_k_cuda_vocab.cu — the dynamic draft vocabulary window (DESIGN.md §5) on
+/* ms_k_cuda_vocab.cu — the dynamic draft vocabulary window (docs/architecture.md §5) on
  * the device: the CUDA twin of the `dynamic` mode of draft-node/ms_vocab.c.
  *
  * State (all device memory): counts[V], ring[W_max] (+ head, ring_n),

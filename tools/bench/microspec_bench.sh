@@ -48,7 +48,7 @@
 #                             turn 1 + answer 1 + "\n\n" + turn 2 (as microspec-generate
 #                             --turns does with ids); with --chat to /v1/chat/completions
 #                             with the conversation [turn 1, answer 1 (stripped), turn 2].
-#   pipeline=sync|overlap     the cluster's draft pipeline (DESIGN §6; cluster only)
+#   pipeline=sync|overlap     the cluster's draft pipeline (docs/architecture.md §6; cluster only)
 #   threads=T:D               the cluster's thread split on this box: target.threads = T,
 #                             draft.threads = D (cluster only; default: both from --threads,
 #                             else every core each: in sync mode they take turns)

@@ -1,5 +1,5 @@
 /* microspec-gpu-bench — what the device does with the CUDA op table and the
- * draft LM head (DESIGN.md §5, §8), measured with CUDA events: the median of
+ * draft LM head (docs/architecture.md §5, §8), measured with CUDA events: the median of
  * --reps repetitions after warm-up, each batch queued behind a busy-wait
  * kernel so launch latency stays out of the numbers.
  *

@@ -196,7 +196,7 @@ for c in configs:
 abl = [k for k in gorder if any(c["stream"] not in ("both", "—") or c["head"] != "gathered" for c in groups[k])]
 P("## Ablation: window streams and draft LM head")
 P("")
-P("What feeds the window (DESIGN §5; microspec-generate --vocab-stream): both = MicroSpec (the prompt and its")
+P("What feeds the window (docs/architecture.md §5; microspec-generate --vocab-stream): both = MicroSpec (the prompt and its")
 P("top-K_pre target ids, then C_draft + C_ver each round); context = the prompt, then the tokens emitted each")
 P("round; extension = top-K_pre, then C_draft + C_ver each round. Draft LM head (--lm-head): gathered = the")
 P("active rows packed into a dense matrix and one GEMM; indexed = a dot product per active id with its row read")
@@ -230,7 +230,7 @@ P("## Placement: single process vs two-node cluster, sync vs overlap, CPU vs GPU
 P("")
 P("single = one microspec-generate process (the draft called directly); cluster = target and draft nodes on")
 P("this machine (cluster/launch.sh, ipc:// link), prompts sent over HTTP one at a time, statistics from each")
-P("response's `microspec` object. sync / overlap: DESIGN §6. Draft per round = backbone + head + vocabulary")
+P("response's `microspec` object. sync / overlap: docs/architecture.md §6. Draft per round = backbone + head + vocabulary")
 P("update per speculative round; verify per target forward (ms).")
 P("")
 if not pl:

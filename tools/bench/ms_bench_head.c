@@ -8,7 +8,7 @@
  *  - full:    the head as stored (V rows, no copy);
  *  - static:  32,768 rows packed once (FR-Spec list size); random distinct ids;
  *  - dynamic: a MicroSpec window of W_max rows. Each timed step first applies
- *    one whole round's stream update (ms_vocab_append_round, DESIGN §5): the
+ *    one whole round's stream update (ms_vocab_append_round, docs/architecture.md §5): the
  *    distinct ids of a 60-node tree (the default EAGLE-2 total) then C_ver of
  *    a 5-node accepted path × K_ver = 3, all drawn at random from [0, V) so
  *    nearly every one is new: ~75 rows gathered (row_bytes each, copied as
@@ -35,7 +35,7 @@ enum {
     STATIC_K = 32768,
     TREE_N = 60,   /* tree nodes a round (ms_tree_params_default total) */
     PATH_N = 5,    /* accepted path length */
-    K_VER = 3,     /* DESIGN §5 default */
+    K_VER = 3,     /* docs/architecture.md §5 default */
     ROUND_IDS = TREE_N + PATH_N * K_VER,
     WARMUP = 3,
     MAX_ROWS = 4,

@@ -62,7 +62,7 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -
 {
   echo "# Coverage study: context-only dynamic window vs static top-K (no model)"
   echo
-  echo "The temporal-locality premise of MicroSpec (DESIGN.md §5), measured with real tokenizers and"
+  echo "The temporal-locality premise of MicroSpec (docs/architecture.md §5), measured with real tokenizers and"
   echo "real prompts/references and no model: how many reference-continuation tokens are already in the"
   echo "recent context (the dynamic window), against an FR-Spec static frequency list of the same size."
   echo "Figures: \`coverage_qwen3.png\`, \`coverage_llama3.png\` (overall coverage vs vocabulary size);"

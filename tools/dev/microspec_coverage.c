@@ -4,7 +4,7 @@
  *
  * For each case (a prompt and its reference continuation t_0..t_{n-1}, both
  * as token ids) and each reference token t_i:
- *  - dynamic, context-only (DESIGN.md §5 without the top-K_pre / C_draft /
+ *  - dynamic, context-only (docs/architecture.md §5 without the top-K_pre / C_draft /
  *    C_ver parts, which need a model): the stream S_i = prompt ids followed
  *    by t_0..t_{i-1}; the window I_i = the distinct ids among the last W_max
  *    entries of S_i; t_i is covered when t_i ∈ I_i. The window is kept
@@ -555,7 +555,7 @@ static void write_md_definitions(FILE *f, const cov_opts *o) {
             "  rows, question_id 81–160, category `mt_bench`: turn 1 → reference[0]; `rag`: `reference[0]` is a list\n"
             "  of answers, joined with \", \"). Spec-Bench `qa` rows carry no reference, so that category is empty.\n"
             "  HumanEval: prompt = `prompt`, continuation = `canonical_solution`.\n"
-            "- **Dynamic, context-only window** (DESIGN.md §5 without the top-K_pre, C_draft and C_ver parts,\n"
+            "- **Dynamic, context-only window** (docs/architecture.md §5 without the top-K_pre, C_draft and C_ver parts,\n"
             "  which need a model): before reference token t_i the stream is S_i = prompt ids, t_0, …, t_{i-1};\n"
             "  the window I_i = the distinct ids among the last W_max entries of S_i (FIFO by recency, so\n"
             "  |I_i| ≤ W_max). t_i is covered when t_i ∈ I_i. The stream starts afresh for every case.\n"

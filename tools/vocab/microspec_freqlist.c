@@ -1,5 +1,5 @@
 /* microspec-freqlist — build an FR-Spec static draft vocabulary
- * (eagle2-frspec-notes.md §3.1, DESIGN.md §5 `static`): tokenize text corpora
+ * (eagle2-frspec-notes.md §3.1, docs/architecture.md §5 `static`): tokenize text corpora
  * with the project tokenizer, count id frequencies, write exactly K distinct
  * ids (EOS ids forced in, then by descending frequency, ties by lower id,
  * filled with the lowest unused ids when the corpus is small).
