@@ -1,6 +1,7 @@
 /* ms_tokenizer.h — tokenizers and chat templates.
  *
- * Two sources:
+ * Three sources (one file each: ms_tok_hf.c, ms_tok_llama2c.c, ms_tok_gguf.c;
+ * the encoders in ms_tok_bpe.c and ms_tok_spm.c):
  *  - Hugging Face tokenizer.json, byte-level BPE (GPT-2 byte↦unicode map) with
  *    the pre-tokenizer's Split regex run through PCRE2 (UTF, UCP), merges by
  *    rank, `ignore_merges` (Llama-3: a pre-split word that is itself a vocab
