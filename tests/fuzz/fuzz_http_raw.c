@@ -62,30 +62,75 @@ static void server_once(void) {
     g_port = ms_http_port(h); /* h lives for the process */
 }
 
-static int connect_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) abort();
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    /* Each run makes two connections, and the server's side of each closed
-     * one waits in TIME_WAIT for a minute, holding its (address, port) pair:
-     * from one source address, ~40,000 runs used up the ephemeral ports and
-     * connect failed (EADDRNOTAVAIL), not the server. The source rotates over
-     * 127.0.0.1-127.0.0.250 (all of 127/8 is this host). */
-    static unsigned src;
-    struct sockaddr_in from = {.sin_family = AF_INET, .sin_port = 0};
-    from.sin_addr.s_addr = htonl(0x7f000001u + src++ % 250u);
-    if (bind(fd, (struct sockaddr *)&from, sizeof from) != 0) abort();
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) abort(); /* the server must still accept */
-    return fd;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A connect that a signal interrupted goes on in the kernel (with a send
+ * timeout set it is never restarted): wait for it, 10 s at most, and take its
+ * result. 0, or -1 with errno. */
+static int connect_finish(int fd) {
+    double end = now_s() + 10.0;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int n = poll(&p, 1, 100);
+        if (n > 0) break;
+        if (n < 0 && errno != EINTR) return -1;
+        if (now_s() > end) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
+    errno = err;
+    return err ? -1 : 0;
+}
+
+/* One connection from source address 127.0.0.(1 + src % 250); -1 with errno
+ * set when connect fails. */
+static int connect_from(unsigned src) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) abort();
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    /* The port is chosen at connect, for the whole 4-tuple: a port chosen at
+     * bind may be one whose earlier connection to the server still waits in
+     * TIME_WAIT, and connect then fails (EADDRNOTAVAIL). */
+    int one = 1;
+    setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    struct sockaddr_in from = {.sin_family = AF_INET, .sin_port = 0};
+    from.sin_addr.s_addr = htonl(0x7f000001u + src % 250u);
+    if (bind(fd, (struct sockaddr *)&from, sizeof from) != 0) abort();
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int r = connect(fd, (struct sockaddr *)&a, sizeof a);
+    if (r != 0 && errno == EINTR) r = connect_finish(fd); /* a signal (libFuzzer's timer) is no failure */
+    if (r == 0) return fd;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+static int connect_port(void) {
+    /* Each run makes two connections, and the server's side of each closed
+     * one waits in TIME_WAIT for a minute, holding its (address, port) pair:
+     * from one source address, ~40,000 runs used up the ephemeral ports and
+     * connect failed (EADDRNOTAVAIL), not the server. The source rotates over
+     * 127.0.0.1-127.0.0.250 (all of 127/8 is this host); a source out of
+     * ports (the client's resource, not the server's) passes to the next. */
+    static unsigned src;
+    for (int tries = 0; tries < 250; tries++) {
+        int fd = connect_from(src++);
+        if (fd >= 0) return fd;
+        if (errno != EADDRNOTAVAIL) break;
+    }
+    fprintf(stderr, "fuzz_http_raw: connect to the server failed: %s\n", strerror(errno));
+    abort(); /* the server must still accept */
 }
 
 /* Everything the server sends until it closes (or READ_BOUND_S). */
