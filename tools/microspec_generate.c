@@ -15,6 +15,7 @@
 #include "ms_pool.h"
 #include "ms_target.h"
 #include "ms_tokenizer.h"
+#include "ms_vmode.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -606,7 +607,7 @@ static int check_spec_args(gen_args *a) {
                 a->vocab_stream);
         return 2;
     }
-    if (a->vocab_stream && d->vocab != MS_VOCAB_DYNAMIC) {
+    if (a->vocab_stream && !ms_vmode_for(d)->window) { /* the mode's flag, not d->vocab (unset by name) */
         fprintf(stderr, "microspec-generate: --vocab-stream only applies to --vocab dynamic (the window), not %s\n",
                 a->vocab_mode);
         return 2;
