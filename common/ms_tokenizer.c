@@ -389,14 +389,33 @@ ms_status ms_tok_load_dir(const char *dir, ms_tok **out) {
     return st;
 }
 
+/* A tokenizer.json file (any name): its chat template and special-token
+ * settings from tokenizer_config.json in the same folder, where present. */
+static ms_status tok_load_json_file(const char *path, ms_tok **out) {
+    FILE *f = fopen(path, "rb");
+    int c = ' ';
+    while (f && (c == ' ' || c == '\t' || c == '\r' || c == '\n')) c = fgetc(f);
+    if (f) fclose(f);
+    if (c != '{')
+        MS_FAIL(MS_ERR_FORMAT, "%s: not a GGUF file (no GGUF magic), a model directory or a tokenizer.json", path);
+    char *dir = strdup(path);
+    if (!dir) return MS_ERR_NOMEM;
+    char *slash = strrchr(dir, '/');
+    char *cfg = slash ? (*slash = '\0', ms_path_join(dir, "tokenizer_config.json")) : strdup("tokenizer_config.json");
+    free(dir);
+    if (!cfg) return MS_ERR_NOMEM;
+    ms_status s = ms_tok_load_hf(path, cfg, out);
+    free(cfg);
+    return s;
+}
+
 ms_status ms_tok_load_path(const char *path, ms_tok **out) {
     MS_ASSERT(path && out);
     *out = NULL;
     struct stat sb;
     if (stat(path, &sb) != 0) MS_FAIL(MS_ERR_NOT_FOUND, "%s: no such file or directory", path);
     if (S_ISDIR(sb.st_mode)) return ms_tok_load_dir(path, out);
-    if (!ms_gguf_is_gguf(path))
-        MS_FAIL(MS_ERR_FORMAT, "%s: not a GGUF file (no GGUF magic) and not a model directory", path);
+    if (!ms_gguf_is_gguf(path)) return tok_load_json_file(path, out);
     ms_gguf *g;
     MS_TRY(ms_gguf_open(path, &g));
     ms_status st = ms_tok_load_gguf(g, out);

@@ -41,7 +41,9 @@ ms_status ms_tok_load_dir(const char *dir, ms_tok **out);
  * be closed afterwards). Errors name the file and the key. */
 typedef struct ms_gguf ms_gguf;
 ms_status ms_tok_load_gguf(const ms_gguf *g, ms_tok **out);
-/* A .gguf file (detected by its magic) or a model directory (ms_tok_load_dir). */
+/* A .gguf file (detected by its magic), a model directory (ms_tok_load_dir)
+ * or a tokenizer.json file (with tokenizer_config.json from its folder, where
+ * present). */
 ms_status ms_tok_load_path(const char *path, ms_tok **out);
 void ms_tok_free(ms_tok **t);
 

@@ -8,9 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "ms_gguf.h"
 #include "ms_tokenizer.h"
 
 static void usage(FILE *f, const char *argv0) {
@@ -40,12 +38,8 @@ int main(int argc, char **argv) {
     int reps = argc == 4 ? atoi(argv[3]) : 1;
     if (reps < 1) reps = 1;
     ms_tok *t = NULL;
-    struct stat sb;
     double t0 = ms_now_s();
-    ms_status st = stat(argv[1], &sb) == 0 && S_ISDIR(sb.st_mode) ? ms_tok_load_dir(argv[1], &t)
-                   : ms_gguf_is_gguf(argv[1])                     ? ms_tok_load_path(argv[1], &t)
-                                                                  : ms_tok_load_hf(argv[1], NULL, &t);
-    if (st < 0) return 1;
+    if (ms_tok_load_path(argv[1], &t) < 0) return 1;
     double load_s = ms_now_s() - t0;
     char *text;
     size_t len;

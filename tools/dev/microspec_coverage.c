@@ -170,18 +170,6 @@ static bool parse_list(const char *s, const char *flag, int64_t *out, int *n) {
 
 /* ---- text mode: tokenizers, prompts, corpus -------------------------------- */
 
-static ms_status load_tokenizer(const char *path, ms_tok **tok) {
-    char *dir = strdup(path);
-    if (!dir) return MS_ERR_NOMEM;
-    char *slash = strrchr(dir, '/');
-    char *cfg = slash ? (*slash = '\0', ms_path_join(dir, "tokenizer_config.json")) : strdup("tokenizer_config.json");
-    free(dir);
-    if (!cfg) return MS_ERR_NOMEM;
-    ms_status s = ms_tok_load_hf(path, cfg, tok);
-    free(cfg);
-    return s;
-}
-
 /* "a/b/qwen3/tokenizer.json" → "qwen3" (the file name when there is no folder). */
 static void tokenizer_name(const char *path, char *name, size_t cap) {
     const char *end = strrchr(path, '/');
@@ -751,7 +739,7 @@ static ms_status study_setup(cov_study *s, const cov_args *a, int t, ms_tok **to
     } else {
         tokenizer_name(a->toks[t], s->name, sizeof s->name);
         snprintf(s->source, sizeof s->source, "%s", a->toks[t]);
-        MS_TRY(load_tokenizer(a->toks[t], tok));
+        MS_TRY(ms_tok_load_path(a->toks[t], tok));
         s->V = ms_tok_vocab_size(*tok);
         if (ms_tok_chat_kind(*tok) == MS_CHAT_NONE) {
             fprintf(stderr, TOOL ": %s has no supported chat template\n", a->toks[t]);

@@ -15,9 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "ms_gguf.h"
 #include "ms_tokenizer.h"
 #include "ms_vocab.h"
 
@@ -47,22 +45,6 @@ static void usage(FILE *f) {
 
 static bool parse_i64(const char *s, const char *flag, int64_t lo, int64_t hi, int64_t *out) {
     return ms_cli_i64(TOOL, flag, s, lo, hi, out);
-}
-
-static ms_status load_tokenizer(const char *path, ms_tok **tok) {
-    struct stat st;
-    if (stat(path, &st) != 0) MS_FAIL(MS_ERR_IO, "%s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode) || ms_gguf_is_gguf(path)) return ms_tok_load_path(path, tok);
-    /* A tokenizer.json file: read tokenizer_config.json from the same folder. */
-    char *dir = strdup(path);
-    if (!dir) return MS_ERR_NOMEM;
-    char *slash = strrchr(dir, '/');
-    char *cfg = slash ? (*slash = '\0', ms_path_join(dir, "tokenizer_config.json")) : strdup("tokenizer_config.json");
-    free(dir);
-    if (!cfg) return MS_ERR_NOMEM;
-    ms_status s = ms_tok_load_hf(path, cfg, tok);
-    free(cfg);
-    return s;
 }
 
 /* Last split point p in buf[0, n): buf[p-1] == '\n' and buf[p] printable
@@ -188,7 +170,7 @@ int main(int argc, char **argv) {
     ms_tok *tok = NULL;
     counter cnt = {0};
     int32_t *list = NULL, *forced = NULL;
-    if (load_tokenizer(tok_path, &tok) < 0) goto done;
+    if (ms_tok_load_path(tok_path, &tok) < 0) goto done;
     int64_t V = ms_tok_vocab_size(tok);
     if (vocab_size) {
         if (vocab_size < V) {
