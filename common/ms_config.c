@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <errno.h>
 
@@ -966,4 +967,34 @@ void ms_cfg_help(FILE *f) {
         else fprintf(f, "default \"%s\"", k->def_s);
         fprintf(f, "%s\n      %s\n", (k->flags & F_SECRET) ? " (secret)" : "", k->help);
     }
+}
+
+int ms_cfg_node_args(const char *tool, int argc, char **argv, void (*usage)(FILE *), const char **cfg_path,
+                     const char **secret_path) {
+    *cfg_path = *secret_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
+            *cfg_path = argv[++i];
+        } else if (!strcmp(argv[i], "--link-secret") && i + 1 < argc) {
+            *secret_path = argv[++i];
+        } else {
+            fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", tool, argv[i]);
+            return 2;
+        }
+    }
+    if (!*cfg_path) {
+        fprintf(stderr, "%s: --config FILE is required (see --help)\n", tool);
+        return 2;
+    }
+    return -1;
+}
+
+bool ms_cfg_path_ok(const char *key, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0) return true;
+    MS_LOG_ERROR("%s: %s (%s)", path, errno == ENOENT ? "no such file or directory" : strerror(errno), key);
+    return false;
 }

@@ -152,6 +152,17 @@ ms_status ms_cfg_parse_ex(const char *text, const char *name, ms_cfg *out, char 
  * give "PATH: problem", no line). */
 ms_status ms_cfg_check(const ms_cfg *c, char *err, size_t cap);
 
+/* A node's command line (microspec-target, microspec-draft): -c/--config
+ * FILE (required), --link-secret FILE, -h/--help (usage(stdout)). Returns -1
+ * to go on, else the exit code: 0 after --help, 2 for a bad argument (named
+ * on stderr after `tool`). */
+int ms_cfg_node_args(const char *tool, int argc, char **argv, void (*usage)(FILE *), const char **cfg_path,
+                     const char **secret_path);
+
+/* A model path from key `key` that is not there, reported the same way by
+ * both nodes ("PATH: no such file or directory (KEY)"), before any loading. */
+bool ms_cfg_path_ok(const char *key, const char *path);
+
 /* Logs the effective configuration, one "config PATH = VALUE" line per key at
  * info level. CURVE keys and the bearer token are shown as "(set)" or "". */
 void ms_cfg_log(const ms_cfg *c);

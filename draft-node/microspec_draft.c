@@ -36,37 +36,6 @@ static void usage(FILE *f) {
             "  -h, --help          this text\n");
 }
 
-/* A model path that is not there is reported the same way by both nodes
- * ("PATH: no such file or directory (KEY)"), before any loading or logging. */
-static bool model_path_ok(const char *key, const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) == 0) return true;
-    MS_LOG_ERROR("%s: %s (%s)", path, errno == ENOENT ? "no such file or directory" : strerror(errno), key);
-    return false;
-}
-
-/* Options: -1 to go on, else the exit code (0 after --help, 2 for a bad argument). */
-static int parse_args(int argc, char **argv, const char **cfg_path, const char **secret_path) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
-            *cfg_path = argv[++i];
-        } else if (!strcmp(argv[i], "--link-secret") && i + 1 < argc) {
-            *secret_path = argv[++i];
-        } else {
-            fprintf(stderr, "microspec-draft: unexpected argument '%s' (see --help)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (!*cfg_path) {
-        fprintf(stderr, "microspec-draft: --config FILE is required (see --help)\n");
-        return 2;
-    }
-    return -1;
-}
-
 /* The configuration, and what it sets for the whole process (log level and
  * folder, kernel threads). False (logged) when the node cannot start. */
 static bool load_config(const char *path, ms_cfg *cfg) {
@@ -315,15 +284,15 @@ int main(int argc, char **argv) {
     ms_k_cpu_fix_blas_core(argv);
     ms_log_set_role("draft");
     const char *cfg_path = NULL, *secret_path = NULL;
-    int rc = parse_args(argc, argv, &cfg_path, &secret_path);
+    int rc = ms_cfg_node_args("microspec-draft", argc, argv, usage, &cfg_path, &secret_path);
     if (rc >= 0) return rc;
     ms_cfg cfg;
     ms_dft_opts o;
     if (!load_config(cfg_path, &cfg) || !draft_opts(&cfg, &o)) return 2;
     /* the folders this kind reads: its own model (layerskip: the target's), the
      * target's for the tokenizer of a layerskip/eagle draft */
-    if (!model_path_ok(o.kind == MS_DRAFT_LAYERSKIP ? "target.model" : "draft.model", o.model_dir) ||
-        (o.kind != MS_DRAFT_LM && !model_path_ok("target.model", cfg.target.model)))
+    if (!ms_cfg_path_ok(o.kind == MS_DRAFT_LAYERSKIP ? "target.model" : "draft.model", o.model_dir) ||
+        (o.kind != MS_DRAFT_LM && !ms_cfg_path_ok("target.model", cfg.target.model)))
         return 1;
 
     rc = 1;

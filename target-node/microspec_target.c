@@ -69,15 +69,6 @@ static void usage(FILE *f) {
             "  -h, --help          this text\n");
 }
 
-/* A model path that is not there is reported the same way by both nodes
- * ("PATH: no such file or directory (KEY)"), before any loading or logging. */
-static bool model_path_ok(const char *key, const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) == 0) return true;
-    MS_LOG_ERROR("%s: %s (%s)", path, errno == ENOENT ? "no such file or directory" : strerror(errno), key);
-    return false;
-}
-
 /* ---- the draft's hello ------------------------------------------------------ */
 
 /* Called with s->mu held. */
@@ -304,23 +295,8 @@ int main(int argc, char **argv) {
     ms_k_cpu_fix_blas_core(argv);
     ms_log_set_role("target");
     const char *cfg_path = NULL, *secret_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        } else if ((!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config")) && i + 1 < argc) {
-            cfg_path = argv[++i];
-        } else if (!strcmp(argv[i], "--link-secret") && i + 1 < argc) {
-            secret_path = argv[++i];
-        } else {
-            fprintf(stderr, "microspec-target: unexpected argument '%s' (see --help)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (!cfg_path) {
-        fprintf(stderr, "microspec-target: --config FILE is required (see --help)\n");
-        return 2;
-    }
+    int arg_rc = ms_cfg_node_args("microspec-target", argc, argv, usage, &cfg_path, &secret_path);
+    if (arg_rc >= 0) return arg_rc;
     static server s; /* large; and the signal handler's world */
     if (ms_cfg_load(cfg_path, &s.cfg) < 0) return 2;
     const ms_cfg *c = &s.cfg;
@@ -328,7 +304,7 @@ int main(int argc, char **argv) {
     ms_log_level_parse(c->log.level, &lvl); /* the config loader allows only known names */
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
     if (c->log.dir[0] && ms_log_to_dir(c->log.dir, "target", NULL, 0) < 0) return 2;
-    if (!model_path_ok("target.model", c->target.model)) return 1;
+    if (!ms_cfg_path_ok("target.model", c->target.model)) return 1;
     ms_k_cpu_set_threads(c->target.threads > 0 ? (int)c->target.threads : ms_pool_cores()); /* 0: every core */
     pthread_mutex_init(&s.mu, NULL);
     s.link_us = ms_malloc(LINK_SAMPLES_MAX * sizeof *s.link_us);
