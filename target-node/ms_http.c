@@ -66,7 +66,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
-#include <linux/tcp.h> /* struct tcp_info: tcpi_bytes_received */
+#include <linux/tcp.h> /* struct tcp_info: tcpi_state, tcpi_bytes_received */
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -1655,15 +1655,25 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     return NULL; /* *con_cls stays NULL until the handler's first call */
 }
 
-/* Bytes the kernel has received on fd (0 when unknown). */
-static uint64_t bytes_received(int fd) {
+/* Linux's TCP states (include/net/tcp_states.h; not in linux/tcp.h). */
+enum { TCP_STATE_ESTABLISHED = 1, TCP_STATE_CLOSE_WAIT = 8 };
+
+/* Whether the library may be about to answer on fd: the server has not shut
+ * its side yet (ESTABLISHED, or CLOSE_WAIT when the client half-closed) and
+ * the kernel has received at least min_bytes on it. A connection the library
+ * has already closed for writing (FIN_WAIT, LAST_ACK, ...) is on its way out:
+ * its CLOSED notification may lag behind the next connection's error, and it
+ * must not make that error ambiguous. */
+static bool may_answer(int fd, uint64_t min_bytes) {
     struct tcp_info ti;
     socklen_t len = sizeof ti;
     memset(&ti, 0, sizeof ti);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
-    return len >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received
-               ? ti.tcpi_bytes_received
-               : 0;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return false;
+    if (ti.tcpi_state != TCP_STATE_ESTABLISHED && ti.tcpi_state != TCP_STATE_CLOSE_WAIT) return false;
+    uint64_t got = len >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received
+                       ? ti.tcpi_bytes_received
+                       : 0;
+    return got >= min_bytes;
 }
 
 /* The peer whose thread runs this (h->cmu held): the bound one, or, for an
@@ -1678,7 +1688,7 @@ static peer *current_peer_locked(ms_http *h, unsigned code) {
             if (p == tl_peer) return p;
             continue;
         }
-        if (p->bound || p->reaped || p->fd < 0 || bytes_received(p->fd) < (code == 414 ? LINE_414_MIN : 1)) continue;
+        if (p->bound || p->reaped || p->fd < 0 || !may_answer(p->fd, code == 414 ? LINE_414_MIN : 1)) continue;
         found = p;
         candidates++;
     }
@@ -1705,43 +1715,39 @@ static void answer_library_error(ms_http *h, unsigned code, const char *page) {
     default: msg = "the request could not be processed"; break;
     }
     const char *type = code >= 500 ? "server_error" : "invalid_request_error";
+    /* Formatted on this thread's stack: nothing on the heap while the socket
+     * is looked up and written. */
     json_t *o = error_json(msg, type, param);
-    char *body = json_dumps(o, JSON_COMPACT);
+    char body[512];
+    size_t bn = o ? json_dumpb(o, body, sizeof body, JSON_COMPACT) : 0;
     json_decref(o);
-    char head[256];
     const char *reason = code == 400   ? "Bad Request"
                          : code == 413 ? "Content Too Large"
                          : code == 414 ? "URI Too Long"
                          : code == 431 ? "Request Header Fields Too Large"
                          : code == 505 ? "HTTP Version Not Supported"
                                        : "Internal Server Error";
-    int hn = snprintf(head, sizeof head,
-                      "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %zu\r\n\r\n",
-                      code, reason, body ? strlen(body) + 1 : 0);
+    char all[1024];
+    int an = bn > 0 && bn < sizeof body
+                 ? snprintf(all, sizeof all,
+                            "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                            "Content-Length: %zu\r\n\r\n%.*s\n",
+                            code, reason, bn + 1, (int)bn, body)
+                 : -1;
     bool sent = false;
     pthread_mutex_lock(&h->cmu);
     peer *p = current_peer_locked(h, code);
-    if (p && body && !p->reaped && hn > 0 && (size_t)hn < sizeof head) {
+    if (p && !p->reaped && an > 0 && (size_t)an < sizeof all) {
         /* One message, one send: the socket is in its reading state, so its
          * send buffer is empty (a response before it on the connection has
          * been written out already by this same thread). */
-        size_t bn = strlen(body);
-        char *all = ms_malloc((size_t)hn + bn + 1);
-        if (all) {
-            memcpy(all, head, (size_t)hn);
-            memcpy(all + hn, body, bn);
-            all[(size_t)hn + bn] = '\n';
-            ssize_t w = send(p->fd, all, (size_t)hn + bn + 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-            (void)w;
-            free(all);
-            shutdown(p->fd, SHUT_WR); /* the library's own answer now fails (EPIPE) */
-            p->reaped = true;         /* the reaper leaves it alone */
-            sent = true;
-        }
+        ssize_t w = send(p->fd, all, (size_t)an, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)w;
+        shutdown(p->fd, SHUT_WR); /* the library's own answer now fails (EPIPE) */
+        p->reaped = true;         /* the reaper leaves it alone */
+        sent = true;
     }
     pthread_mutex_unlock(&h->cmu);
-    free(body);
     int k = 0;
     while (k < N_CODES - 1 && k_codes[k] != (int)code) k++;
     pthread_mutex_lock(&h->mu);
@@ -1909,6 +1915,13 @@ ms_status ms_http_start(const ms_http_opts *o, const ms_http_backend *b, ms_http
     return MS_OK;
 }
 
+/* Whether a tracked connection's socket was shut by this file (h->cmu held). */
+static bool any_reaped_locked(const ms_http *h) {
+    for (const peer *p = h->peers; p; p = p->next)
+        if (p->reaped) return true;
+    return false;
+}
+
 void ms_http_stop(ms_http **hp) {
     if (!hp || !*hp) return;
     ms_http *h = *hp;
@@ -1941,6 +1954,15 @@ void ms_http_stop(ms_http **hp) {
         pthread_mutex_lock(&h->mu);
         while (h->n_conn_jobs > 0 && ms_now_s() < deadline) wait_ms(&h->idle_cv, &h->mu, 50);
         pthread_mutex_unlock(&h->mu);
+        /* A connection whose socket this file shut (a library error answered
+         * as JSON, a 408) is still in the library's own failing send: let its
+         * thread close it first (bounded). libmicrohttpd 0.9.75 closing such
+         * a connection from MHD_stop_daemon while its thread builds the
+         * response head read a NULL response (SIGSEGV in test_http, 1 run in
+         * ~20 on a loaded machine). */
+        pthread_mutex_lock(&h->cmu);
+        while (any_reaped_locked(h) && ms_now_s() < deadline) wait_ms(&h->reap_cv, &h->cmu, 10);
+        pthread_mutex_unlock(&h->cmu);
         MHD_stop_daemon(h->d);
     }
     if (h->reaper_started) {
