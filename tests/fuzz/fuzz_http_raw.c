@@ -34,6 +34,17 @@
 #define ANSWER_MAX (1 << 20)
 #define READ_BOUND_S 5.0
 
+/* How the last read_all ended: "close", "reset (...)", "bound", "full". */
+static char g_read_end[96];
+
+/* The input fails: say why, with the answer's start, so a CI log names the
+ * cause (libFuzzer keeps the input). */
+static _Noreturn void fail(const char *why, const char *a, size_t n) {
+    fprintf(stderr, "fuzz_http_raw: %s (read ended: %s); the answer, %zu bytes, begins:\n%.*s\n", why, g_read_end, n,
+            (int)(n < 800 ? n : 800), a ? a : "");
+    abort();
+}
+
 static ms_status stub_run(void *ctx, const ms_http_request *req, bool (*emit)(void *, const char *, size_t),
                           void *ectx, ms_gen_stats *stats, char *finish, size_t cap, ms_http_error *err) {
     static const char *const pieces[] = {"Once", " upon", " a time"};
@@ -137,12 +148,21 @@ static int connect_port(void) {
 static size_t read_all(int fd, char *out, size_t cap) {
     size_t n = 0;
     double end = now_s() + READ_BOUND_S;
-    while (n < cap - 1 && now_s() < end) {
+    snprintf(g_read_end, sizeof g_read_end, "full");
+    for (;;) {
+        if (n >= cap - 1) break;
+        if (now_s() >= end) {
+            snprintf(g_read_end, sizeof g_read_end, "bound of %.0f s", READ_BOUND_S);
+            break;
+        }
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, 50) <= 0) continue;
         ssize_t got = recv(fd, out + n, cap - 1 - n, 0);
         if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (got <= 0) break;
+        if (got <= 0) {
+            snprintf(g_read_end, sizeof g_read_end, "%s", got == 0 ? "close" : strerror(errno));
+            break;
+        }
         n += (size_t)got;
     }
     out[n] = 0;
@@ -193,11 +213,11 @@ static void check_answer(const char *a, size_t n) {
         size_t left = n - at;
         int code = 0;
         if (left < 12 || strncmp(r, "HTTP/1.", 7) != 0 || sscanf(r + 9, "%3d", &code) != 1 || code < 100 || code > 599)
-            abort(); /* not a status line where one must be */
+            fail("not a status line where one must be", a, n);
         const char *end = find_ci(r, left, "\r\n\r\n");
         if (!end) return; /* cut by the read bound: nothing more to say */
         size_t head_n = (size_t)(end - r) + 2, body_at = head_n + 2;
-        if (find_ci(r + 12, head_n - 12, "\r\nHTTP/1.")) abort(); /* a second status line inside the head */
+        if (find_ci(r + 12, head_n - 12, "\r\nHTTP/1.")) fail("a second status line inside a head", a, n);
         if (code < 200 || code == 204 || code == 304) {
             at += body_at;
             continue;
@@ -222,7 +242,7 @@ static void check_answer(const char *a, size_t n) {
         if (code >= 400 && body_n == 0 && strncmp(r, "HTTP/1.1 408", 12) != 0) {
             char type[128]; /* no body: at least not the library's HTML */
             header_value(r, head_n, "Content-Type", type, sizeof type);
-            if (find_ci(type, strlen(type), "html")) abort();
+            if (find_ci(type, strlen(type), "html")) fail("an error answer in HTML", a, n);
         }
         at += body_at + body_n;
     }
@@ -231,11 +251,11 @@ static void check_answer(const char *a, size_t n) {
 static void check_alive(void) {
     int fd = connect_port();
     static const char req[] = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof req - 1)) abort();
+    if (send(fd, req, sizeof req - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof req - 1)) fail("GET /health not sent", "", 0);
     char buf[4096];
     read_all(fd, buf, sizeof buf);
     close(fd);
-    if (strncmp(buf, "HTTP/1.1 200", 12) != 0) abort();
+    if (strncmp(buf, "HTTP/1.1 200", 12) != 0) fail("GET /health after the input not answered 200", buf, strlen(buf));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
