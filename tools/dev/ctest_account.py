@@ -53,6 +53,23 @@ def reason_of(text):
     return (said or lines or ["(no output)"])[-1][:200]
 
 
+# A fuzz run's progress lines (libFuzzer's NEW, REDUCE, pulse, the dictionary).
+PROGRESS = re.compile(r"^#\d+\s+(NEW|REDUCE|pulse|INITED|DONE)\b|# Uses: \d+$|^\s*\"")
+
+
+REASON = re.compile(r"ERROR|SUMMARY|Assert|assert|FAIL|fail|^fuzz_\w+:|^test_\w+:|ALARM|timeout")
+
+
+def why_failed(out, first=8, last=12):
+    """What a failed test said: its error lines (sanitizer reports, a harness's
+    own message) and the end of its output, progress lines left out. The
+    summary is the tail of a CI log, so a failure's reason must be in it."""
+    keep = [l.rstrip() for l in out.splitlines() if l.strip() and not PROGRESS.search(l)]
+    errors = [i for i, l in enumerate(keep) if REASON.search(l)][:first]
+    picked = sorted(set(errors) | set(range(max(0, len(keep) - last), len(keep))))
+    return [keep[i][:200] for i in picked]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
@@ -67,9 +84,11 @@ def main():
         print("ctest_account: %s: %s" % (a.junit, e))
         return 2
     passed, failed, skipped, flaky = [], [], [], []
+    outputs = {}
     for c in cases:
         name, status = c.get("name"), c.get("status")
         out = (c.findtext("system-out") or "")
+        outputs[c.get("name")] = out
         if status == "run":
             passed.append(name)
         elif c.find("skipped") is not None or status in ("notrun", "disabled"):
@@ -100,6 +119,7 @@ def main():
         lines.append("  FLAKY   %-40s failed, then passed its one rerun (--retry)" % name)
     for name in failed:
         lines.append("  FAILED  %s" % name)
+        lines += ["    | " + l for l in why_failed(outputs.get(name, ""))]
     green = not failed and not bad_skips
     head = "%s: %d passed, %d failed, %d skipped (%d not allowed), %d flaky%s: %s" % (
         a.stage, len(passed) + len(flaky), len(failed), len(skipped), len(bad_skips), len(flaky),
