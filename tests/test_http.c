@@ -1121,7 +1121,10 @@ static void test_concurrency(int port) {
         resp_free(&cl[i].r);
     }
     pthread_barrier_destroy(&bar);
-    CHECK(n200 + n503 == N && (n503 == 0 || n200 >= 9), "free-running: %d served, %d refused", n200, n503);
+    /* A refusal means the queue held 8 then, each of them served: at least 8
+     * (not 9: the worker may not yet have taken the first job off the queue
+     * when the refusal came; seen once on a loaded machine, 8 served). */
+    CHECK(n200 + n503 == N && (n503 == 0 || n200 >= 8), "free-running: %d served, %d refused", n200, n503);
     printf("concurrency: held 9/41, free-running %d served, %d refused\n", n200, n503);
     fake_config(0, NULL, 0, -1);
 
