@@ -348,27 +348,27 @@ ms_status ms_eagle_forward(ms_eagle *e, const int32_t *tokens, const float *feat
 
     /* x = W_e·Embed(token) + b + W_f·f. feat is read first: a caller may pass
      * rows of ms_eagle_out (= e->x) as the features of the next level. */
-    k->linear(c, e->xb, feat, e->fc_f, NULL, n, d, d);
+    k->gemm(c, e->xb, feat, e->fc_f, NULL, n, d, d);
     k->embed(c, e->att, e->embed, MS_DTYPE_F32, tokens, n, d);
-    k->linear(c, e->x, e->att, e->fc_e, e->fc_b, n, d, d);
+    k->gemm(c, e->x, e->att, e->fc_e, e->fc_b, n, d, d);
     k->add(c, e->x, e->xb, n * d);
 
     /* h = x + Wo·Attn(x): no input_layernorm on the EAGLE layer. */
-    k->linear(c, e->q, e->x, e->wq, e->bq, n, d, e->q_dim);
-    k->linear(c, kn, e->x, e->wk, e->bk, n, d, e->kv_dim);
-    k->linear(c, vn, e->x, e->wv, e->bv, n, d, e->kv_dim);
+    k->gemm(c, e->q, e->x, e->wq, e->bq, n, d, e->q_dim);
+    k->gemm(c, kn, e->x, e->wk, e->bk, n, d, e->kv_dim);
+    k->gemm(c, vn, e->x, e->wv, e->bv, n, d, e->kv_dim);
     k->rope(c, e->q, n, e->n_heads, e->hd, e->pos, &e->rope);
     k->rope(c, kn, n, e->n_kv, e->hd, e->pos, &e->rope);
     k->attention(c, e->att, e->q, e->kcache, e->vcache, &shape, mask, e->scores);
-    k->linear(c, e->xb, e->att, e->wo, e->bo, n, e->q_dim, d);
+    k->gemm(c, e->xb, e->att, e->wo, e->bo, n, e->q_dim, d);
     k->add(c, e->x, e->xb, n * d);
 
     /* y = h + MLP(n(h)); no final norm. */
     k->rmsnorm(c, e->xb, e->x, e->ffn_norm, n, d, e->eps);
-    k->linear(c, e->hb, e->xb, e->w_gate, NULL, n, d, e->ffn);
-    k->linear(c, e->hb2, e->xb, e->w_up, NULL, n, d, e->ffn);
+    k->gemm(c, e->hb, e->xb, e->w_gate, NULL, n, d, e->ffn);
+    k->gemm(c, e->hb2, e->xb, e->w_up, NULL, n, d, e->ffn);
     k->silu_glu(c, e->hb, e->hb, e->hb2, n * e->ffn);
-    k->linear(c, e->xb, e->hb, e->w_down, NULL, n, e->ffn, d);
+    k->gemm(c, e->xb, e->hb, e->w_down, NULL, n, e->ffn, d);
     k->add(c, e->x, e->xb, n * d);
 
     e->len += n;
@@ -381,6 +381,6 @@ ms_status ms_eagle_logits(ms_eagle *e, int64_t first, int64_t n, float *logits) 
         MS_FAIL(MS_ERR_RANGE, "eagle: logits of rows [%lld, %lld) outside the last forward's %lld rows",
                 (long long)first, (long long)(first + n), (long long)e->last_n);
     if (!logits) MS_FAIL(MS_ERR_INVALID, "eagle: logits into NULL");
-    e->ops->linear(e->ops->ctx, logits, e->x + first * e->d, e->lm_head, NULL, n, e->d, e->vocab);
+    e->ops->gemm(e->ops->ctx, logits, e->x + first * e->d, e->lm_head, NULL, n, e->d, e->vocab);
     return MS_OK;
 }

@@ -159,7 +159,7 @@ static void host_logits(ms_head *h, const ms_vocab *hv, const float *hid, int64_
     } else if (h->o.indexed) {
         ms_vocab_logits_indexed(hv, h->o.W, hid, n, h->logits);
     } else {
-        h->cpu->linear(h->cpu->ctx, h->logits, hid, rows, NULL, n, h->o.d, n_act);
+        h->cpu->gemm(h->cpu->ctx, h->logits, hid, rows, NULL, n, h->o.d, n_act);
     }
 }
 

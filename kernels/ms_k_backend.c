@@ -92,7 +92,7 @@ static ms_status cpu_attn_reserve(const ms_k_ops *ops, int64_t max_q, int64_t n_
 
 static void cpu_linear(const ms_k_ops *ops, void *y, const void *x, const void *w, const ms_qweight *q,
                        const ms_q8_act *xq, const void *b, int64_t n, int64_t k, int64_t m) {
-    if (!q) ops->linear(ops->ctx, y, x, w, b, n, k, m);
+    if (!q) ops->gemm(ops->ctx, y, x, w, b, n, k, m);
     else if (!xq) ms_q_linear(y, x, q, b, n);
     else ms_qdot_linear(y, xq, q, b);
 }

@@ -76,9 +76,11 @@ struct ms_k_ops {
     ms_dtype weight;  /* weight storage dtype the table expects */
     void *ctx;        /* backend state; NULL on CPU */
 
-    /* y[n,m] = x[n,k] · W[m,k]^T (+ b[m] when b != NULL). */
-    void (*linear)(void *ctx, void *y, const void *x, const void *w, const void *b, int64_t n, int64_t k,
-                   int64_t m);
+    /* y[n,m] = x[n,k] · W[m,k]^T (+ b[m] when b != NULL): the dense GEMM in
+     * the table's dtype. Callers multiply through the backend's linear
+     * (ms_k_backend.h), which is built on it; tests twin-test it directly. */
+    void (*gemm)(void *ctx, void *y, const void *x, const void *w, const void *b, int64_t n, int64_t k,
+                 int64_t m);
     /* y[n,d] = x / sqrt(mean(x²) + eps) · w   (x, y may alias). */
     void (*rmsnorm)(void *ctx, void *y, const void *x, const void *w, int64_t n, int64_t d, float eps);
     /* y[i] += x[i], i < n (residual). */

@@ -53,7 +53,7 @@ static void cuda_linear(const ms_k_ops *ops, void *y, const void *x, const void 
                         const ms_q8_act *xq, const void *b, int64_t n, int64_t k, int64_t m) {
     /* block formats stay on the CPU: the model refuses a GGUF file on CUDA */
     MS_ASSERT(!q && !xq);
-    ops->linear(ops->ctx, y, x, w, b, n, k, m);
+    ops->gemm(ops->ctx, y, x, w, b, n, k, m);
 }
 
 static ms_status cuda_linear_f32out(const ms_k_ops *ops, float *y, const void *x, const void *w, const ms_qweight *q,
