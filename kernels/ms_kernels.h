@@ -131,8 +131,11 @@ int32_t ms_k_sample(const float *logits, int64_t n, const ms_k_sampling *s, ms_r
 void ms_k_sampling_probs(const float *logits, int64_t n, const ms_k_sampling *s, float *probs);
 
 /* Threads for the CPU ops: OpenBLAS GEMM and the thread pool of the
- * quantized matmuls (ms_pool.h); 1 by default. */
+ * quantized matmuls (cpu/ms_pool.h); 1 by default. */
 void ms_k_cpu_set_threads(int n);
+/* The number of online cores, capped at the pool's most threads (the
+ * default for --threads). */
+int ms_k_cpu_cores(void);
 
 /* OpenBLAS chooses its kernels in a library constructor, before main. On CPU
  * models it does not know (e.g. virtualised "Intel Xeon Processor") it falls

@@ -26,6 +26,8 @@ void ms_k_cpu_set_threads(int n) {
     ms_pool_set_threads(n); /* the quantized matmuls (ms_quant.h) */
 }
 
+int ms_k_cpu_cores(void) { return ms_pool_cores(); }
+
 void ms_k_cpu_fix_blas_core(char **argv) {
 #if defined(__x86_64__)
     if (getenv("OPENBLAS_CORETYPE")) return; /* the user's choice, or our re-exec already happened */
