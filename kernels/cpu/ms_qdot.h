@@ -1,6 +1,9 @@
 /* ms_qdot.h — quantized matmul with 8-bit activations (ggml's vec_dot with
  * q8 activations): y[n, m] = x[n, k] · Wᵀ with W in its stored block format
- * (ms_quant.h) and x quantized once to int8 blocks of 32.
+ * (ms_qweight.h) and x quantized once to int8 blocks of 32. Internal to
+ * kernels/: callers reach it through the backend table (ms_k_backend.h:
+ * ms_k_act is ms_q8_act, act_quantize, linear with xq, linear_multi,
+ * linear_rows, pack).
  *
  * Activations. Each x row is cut into blocks of 32 elements; block b gets one
  * f32 scale d_b = max|x|/127 and int8 q = round(x/d_b) (|q| ≤ 127), and the
@@ -86,8 +89,9 @@
 /* Elements per activation block; blocks per group (see the layout above). */
 enum { MS_Q8_BLOCK = 32, MS_Q8_GROUP = 16 };
 
-/* Quantized activations. Owns q, d, s when made by ms_q8_act_alloc. */
-typedef struct {
+/* Quantized activations. Owns q, d, s when made by ms_q8_act_alloc. The
+ * struct is the backend table's opaque ms_k_act (ms_k_backend.h). */
+struct ms_k_act {
     int64_t n, k;       /* rows and elements a row, of the last ms_q8_quantize */
     int64_t cap_groups; /* capacity: rows × groups a row, summed */
     int8_t *q;          /* [n][512·groups(k)], the transposed layout above (64-byte aligned) */
@@ -119,7 +123,8 @@ typedef struct {
     int32_t *zw;        /* [n][k/64][2]: pair P's words of two 16-bit halves (block 2P low, 2P + 1
                          * high): 2^e_b (a 16-bit multiply by it, not a variable shift); 8·Q_b,
                          * Q_b = Σ_{e∈b} qk = sk_b >> e_b */
-} ms_q8_act;
+};
+typedef struct ms_k_act ms_q8_act;
 
 /* Groups of 16 blocks a row of k elements takes (k a multiple of 32). */
 int64_t ms_q8_groups(int64_t k);
