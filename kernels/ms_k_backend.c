@@ -137,11 +137,8 @@ static void cpu_act_quantize(ms_k_act *a, const float *x, int64_t n, int64_t k, 
 }
 
 static void cpu_linear_multi(const ms_k_linear_out *outs, int count, const ms_k_act *xq, int64_t n, int64_t k) {
-    _Static_assert((int)MS_K_LINEAR_MULTI_MAX <= (int)MS_QDOT_MULTI_MAX, "linear_multi: more products than ms_qdot's");
-    MS_ASSERT(xq->n == n && xq->k == k && count >= 1 && count <= MS_K_LINEAR_MULTI_MAX);
-    ms_qdot_out qo[MS_K_LINEAR_MULTI_MAX];
-    for (int i = 0; i < count; i++) qo[i] = (ms_qdot_out){.y = outs[i].y, .w = outs[i].q, .b = outs[i].b};
-    ms_qdot_linear_multi(qo, count, xq);
+    MS_ASSERT(xq->n == n && xq->k == k);
+    ms_qdot_linear_multi(outs, count, xq);
 }
 
 static void cpu_linear_rows(float *y, const float *x, const ms_k_act *xq, const ms_qweight *q, const int32_t *rows,

@@ -41,11 +41,12 @@ typedef struct ms_k_graphs ms_k_graphs;
  * cpu/ms_qdot.h). Made by act_new, filled by act_quantize, read by linear. */
 typedef struct ms_k_act ms_k_act;
 
-/* One product of linear_multi: y [n, q->m] = x · qᵀ (+ b[q->m] when b != NULL). */
+/* One product of linear_multi: y [n, w->m] = x · wᵀ (+ b[w->m] when b != NULL),
+ * w in its block format. */
 enum { MS_K_LINEAR_MULTI_MAX = 4 };
 typedef struct {
     float *y;
-    const ms_qweight *q;
+    const ms_qweight *w;
     const float *b;
 } ms_k_linear_out;
 

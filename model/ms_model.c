@@ -759,7 +759,7 @@ static void lin_same_x(const ms_model *m, const lin_out *o, int count, const voi
     if (o[0].q && !m->f32_matmul) {
         MS_ASSERT(m->act_src == x && count <= MS_K_LINEAR_MULTI_MAX);
         ms_k_linear_out qo[MS_K_LINEAR_MULTI_MAX];
-        for (int i = 0; i < count; i++) qo[i] = (ms_k_linear_out){.y = o[i].y, .q = o[i].q, .b = o[i].b};
+        for (int i = 0; i < count; i++) qo[i] = (ms_k_linear_out){.y = o[i].y, .w = o[i].q, .b = o[i].b};
         m->be->linear_multi(qo, count, m->act, n, k);
         return;
     }

@@ -84,6 +84,7 @@
 #ifndef MS_QDOT_H
 #define MS_QDOT_H
 
+#include "ms_k_backend.h"
 #include "ms_quant.h"
 
 /* Elements per activation block; blocks per group (see the layout above). */
@@ -154,12 +155,8 @@ void ms_qdot_linear(float *y, const ms_q8_act *x, const ms_qweight *w, const flo
  * outs[i].y [n, outs[i].w->m] = x · outs[i].wᵀ (+ outs[i].b), each exactly
  * as ms_qdot_linear computes it (the same bits), with one wait for the
  * threads instead of one per product. 1 ≤ count ≤ MS_QDOT_MULTI_MAX. */
-enum { MS_QDOT_MULTI_MAX = 4 };
-typedef struct {
-    float *y;
-    const ms_qweight *w;
-    const float *b;
-} ms_qdot_out;
+enum { MS_QDOT_MULTI_MAX = MS_K_LINEAR_MULTI_MAX };
+typedef ms_k_linear_out ms_qdot_out; /* the backend's linear_multi passes its outs through */
 void ms_qdot_linear_multi(const ms_qdot_out *outs, int count, const ms_q8_act *x);
 /* The same over a subset of W's rows: y[n, n_rows], column j = row rows[j]. */
 void ms_qdot_linear_rows(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows, int64_t n_rows);
