@@ -18,7 +18,7 @@ typedef enum {
     MS_DTYPE_U8,
     /* ggml block formats (GGUF weights): a row of n elements is n / block
      * blocks of block_bytes each; ms_dtype_size() is 0 for them. Layouts and
-     * dequantization: kernels/ms_quant.h (the scalar C twin is the spec). */
+     * dequantization: kernels/ms_qweight.h (the scalar C twin is the spec). */
     MS_DTYPE_Q4_0,
     MS_DTYPE_Q4_1,
     MS_DTYPE_Q5_0,

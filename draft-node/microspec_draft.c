@@ -13,7 +13,6 @@
 #include "ms_kernels.h"
 #include "ms_gguf.h"
 #include "ms_link.h"
-#include "ms_pool.h"
 
 static volatile sig_atomic_t g_stop;
 static void on_signal(int sig) {
@@ -48,7 +47,7 @@ static bool load_config(const char *path, ms_cfg *cfg) {
         MS_LOG_ERROR("%s: draft.enabled is false: there is nothing for a draft node to do", cfg->source);
         return false;
     }
-    ms_k_cpu_set_threads(cfg->draft.threads > 0 ? (int)cfg->draft.threads : ms_pool_cores()); /* 0: every core */
+    ms_k_cpu_set_threads(cfg->draft.threads > 0 ? (int)cfg->draft.threads : ms_k_cpu_cores()); /* 0: every core */
     return true;
 }
 

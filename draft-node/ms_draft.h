@@ -33,8 +33,8 @@ typedef enum { MS_DRAFT_LM = 0, MS_DRAFT_EAGLE, MS_DRAFT_LAYERSKIP, MS_DRAFT_NGR
  * (the window bookkeeping still runs). Same logits up to float rounding.
  * A GGUF lm / layerskip draft on the CPU keeps the rows in the head's own
  * block format (ms_vocab_new_*_q; no f32 copy of the head is made) and runs
- * ms_qdot_linear (8-bit activations, unless f32_matmul: ms_q_linear) over
- * them; indexed then reads the typed head in place by id (*_linear_rows). */
+ * the backend's block-format linear over them (8-bit activations, unless
+ * f32_matmul); indexed then reads the typed head in place by id (linear_rows). */
 typedef enum { MS_DFT_HEAD_GATHERED = 0, MS_DFT_HEAD_INDEXED } ms_dft_head;
 
 /* Per-step vocabulary selectors (issue 16, ms_vsel.h). With vsel set, every

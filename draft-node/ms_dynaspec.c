@@ -10,7 +10,7 @@
 
 #include "ms_gguf.h"
 #include "ms_kernels.h"
-#include "ms_quant.h"
+#include "ms_qweight.h"
 
 struct ms_dynaspec {
     int64_t V, d, M, H, max_rows;

@@ -28,7 +28,7 @@
 
 #include "ms_common.h"
 
-#include "ms_quant.h"
+#include "ms_qweight.h"
 #include "ms_vsel.h"
 
 typedef struct ms_dynaspec ms_dynaspec;

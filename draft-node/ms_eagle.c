@@ -16,10 +16,11 @@
 #include <string.h>
 
 #include "ms_hfconfig.h"
-#include "ms_kernels.h"
+#include "ms_k_backend.h"
 #include "ms_safetensors.h"
 
 struct ms_eagle {
+    const ms_k_backend *be; /* the CPU tables: the head runs on the host */
     const ms_k_ops *ops;
     ms_st_model *st;  /* the draft's weights (mmap'd; f32 views point into it) */
     ms_st_model *tst; /* the target's weights */
@@ -221,6 +222,7 @@ ms_status ms_eagle_load(const char *eagle_dir, const char *target_dir, const ms_
     MS_TRY_GOTO(st, ms_st_open_dir(target_dir, &e->tst), fail);
 
     const ms_hfconfig *c = &ec.base;
+    e->be = ms_k_backend_cpu();
     e->ops = ms_k_cpu_ops();
     e->d = c->hidden_size;
     e->hd = c->head_dim;
@@ -311,6 +313,12 @@ ms_status ms_eagle_truncate(ms_eagle *e, int64_t len) {
 
 /* ---- forward ------------------------------------------------------------- */
 
+/* y [n, m] = x [n, k] · Wᵀ (+ b [m]): the backend's linear over dense f32 W. */
+static void lin(const ms_eagle *e, float *y, const float *x, const float *w, const float *b, int64_t n, int64_t k,
+                int64_t m) {
+    e->be->linear(e->ops, y, x, w, NULL, NULL, b, n, k, m);
+}
+
 ms_status ms_eagle_forward(ms_eagle *e, const int32_t *tokens, const float *feat, int64_t n, const int32_t *pos,
                            const uint64_t *mask, int64_t mask_back) {
     if (n <= 0 || n > e->max_batch)
@@ -348,27 +356,27 @@ ms_status ms_eagle_forward(ms_eagle *e, const int32_t *tokens, const float *feat
 
     /* x = W_e·Embed(token) + b + W_f·f. feat is read first: a caller may pass
      * rows of ms_eagle_out (= e->x) as the features of the next level. */
-    k->linear(c, e->xb, feat, e->fc_f, NULL, n, d, d);
+    lin(e, e->xb, feat, e->fc_f, NULL, n, d, d);
     k->embed(c, e->att, e->embed, MS_DTYPE_F32, tokens, n, d);
-    k->linear(c, e->x, e->att, e->fc_e, e->fc_b, n, d, d);
+    lin(e, e->x, e->att, e->fc_e, e->fc_b, n, d, d);
     k->add(c, e->x, e->xb, n * d);
 
     /* h = x + Wo·Attn(x): no input_layernorm on the EAGLE layer. */
-    k->linear(c, e->q, e->x, e->wq, e->bq, n, d, e->q_dim);
-    k->linear(c, kn, e->x, e->wk, e->bk, n, d, e->kv_dim);
-    k->linear(c, vn, e->x, e->wv, e->bv, n, d, e->kv_dim);
+    lin(e, e->q, e->x, e->wq, e->bq, n, d, e->q_dim);
+    lin(e, kn, e->x, e->wk, e->bk, n, d, e->kv_dim);
+    lin(e, vn, e->x, e->wv, e->bv, n, d, e->kv_dim);
     k->rope(c, e->q, n, e->n_heads, e->hd, e->pos, &e->rope);
     k->rope(c, kn, n, e->n_kv, e->hd, e->pos, &e->rope);
     k->attention(c, e->att, e->q, e->kcache, e->vcache, &shape, mask, e->scores);
-    k->linear(c, e->xb, e->att, e->wo, e->bo, n, e->q_dim, d);
+    lin(e, e->xb, e->att, e->wo, e->bo, n, e->q_dim, d);
     k->add(c, e->x, e->xb, n * d);
 
     /* y = h + MLP(n(h)); no final norm. */
     k->rmsnorm(c, e->xb, e->x, e->ffn_norm, n, d, e->eps);
-    k->linear(c, e->hb, e->xb, e->w_gate, NULL, n, d, e->ffn);
-    k->linear(c, e->hb2, e->xb, e->w_up, NULL, n, d, e->ffn);
+    lin(e, e->hb, e->xb, e->w_gate, NULL, n, d, e->ffn);
+    lin(e, e->hb2, e->xb, e->w_up, NULL, n, d, e->ffn);
     k->silu_glu(c, e->hb, e->hb, e->hb2, n * e->ffn);
-    k->linear(c, e->xb, e->hb, e->w_down, NULL, n, e->ffn, d);
+    lin(e, e->xb, e->hb, e->w_down, NULL, n, e->ffn, d);
     k->add(c, e->x, e->xb, n * d);
 
     e->len += n;
@@ -381,6 +389,6 @@ ms_status ms_eagle_logits(ms_eagle *e, int64_t first, int64_t n, float *logits) 
         MS_FAIL(MS_ERR_RANGE, "eagle: logits of rows [%lld, %lld) outside the last forward's %lld rows",
                 (long long)first, (long long)(first + n), (long long)e->last_n);
     if (!logits) MS_FAIL(MS_ERR_INVALID, "eagle: logits into NULL");
-    e->ops->linear(e->ops->ctx, logits, e->x + first * e->d, e->lm_head, NULL, n, e->d, e->vocab);
+    lin(e, logits, e->x + first * e->d, e->lm_head, NULL, n, e->d, e->vocab);
     return MS_OK;
 }

@@ -17,10 +17,11 @@ struct ms_head {
     ms_k_head *dev;       /* the device head; NULL: the host head */
     ms_status lost;       /* device: first failure to follow the stream since the last begin */
     /* host head */
-    const ms_k_ops *cpu;  /* the CPU table (the f32 GEMM over the packed rows) */
+    const ms_k_backend *cpu; /* the CPU tables (the linear over the packed rows) */
+    const ms_k_ops *cpu_ops;
     ms_qweight Wq;        /* typed rows (GGUF) */
     bool typed;
-    ms_q8_act xq;         /* [max_rows, d] when typed and q8 */
+    ms_k_act *xq;         /* [max_rows, d] when typed and q8 */
     float *logits;        /* [max_rows, V] */
     int32_t *top_slot;    /* [max_k] */
     float *top_val;
@@ -51,7 +52,7 @@ void ms_head_free(ms_head **ph) {
     if (!h) return;
     if (h->dev) h->o.be->head.head_free(&h->dev);
     if (h->vst) h->vm->free(h->vst);
-    ms_q8_act_free(&h->xq);
+    h->cpu->act_free(&h->xq);
     free(h->logits);
     free(h->top_slot);
     free(h->top_val);
@@ -65,7 +66,7 @@ static ms_status new_host(ms_head *h) {
     if (o->Wq) {
         h->typed = true;
         h->Wq = *o->Wq;
-        if (o->q8) MS_TRY(ms_q8_act_alloc(&h->xq, o->max_rows, o->d));
+        if (o->q8) MS_TRY(h->cpu->act_new(o->max_rows, o->d, &h->xq));
     }
     h->logits = ms_malloc((size_t)(o->max_rows * o->V) * sizeof(float));
     h->top_slot = ms_malloc((size_t)o->max_k * sizeof(int32_t));
@@ -84,7 +85,8 @@ ms_status ms_head_new(const ms_head_opts *o, ms_head **out) {
     if (!h) return MS_ERR_NOMEM;
     h->o = *o;
     h->vm = vm;
-    h->cpu = ms_k_cpu_ops();
+    h->cpu = ms_k_backend_cpu();
+    h->cpu_ops = ms_k_cpu_ops();
     ms_status s = MS_OK;
     MS_TRY_GOTO(s, vm->create(&h->o, &h->vst), fail);
     MS_TRY_GOTO(s, on_dev ? new_device(h) : new_host(h), fail);
@@ -149,17 +151,17 @@ static void host_logits(ms_head *h, const ms_vocab *hv, const float *hid, int64_
     if (n_act == 0) return;
     if (h->typed) {
         /* block-format head: quantize the n rows once for the one product */
-        const ms_q8_act *xq = NULL;
+        const ms_k_act *xq = NULL;
         if (h->o.q8) {
-            ms_q8_quantize(&h->xq, hid, n, h->o.d);
-            xq = &h->xq;
+            h->cpu->act_quantize(h->xq, hid, n, h->o.d, NULL, 0); /* every form */
+            xq = h->xq;
         }
         if (h->o.indexed) ms_vocab_logits_indexed_q(hv, &h->Wq, xq ? NULL : hid, xq, n, h->logits);
         else ms_vocab_logits_q(hv, xq ? NULL : hid, xq, n, h->logits);
     } else if (h->o.indexed) {
         ms_vocab_logits_indexed(hv, h->o.W, hid, n, h->logits);
     } else {
-        h->cpu->linear(h->cpu->ctx, h->logits, hid, rows, NULL, n, h->o.d, n_act);
+        h->cpu->linear(h->cpu_ops, h->logits, hid, rows, NULL, NULL, NULL, n, h->o.d, n_act);
     }
 }
 

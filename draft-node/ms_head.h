@@ -71,7 +71,7 @@ typedef struct {
     /* host head: exactly one of W (f32 [V, d]) and Wq (block format) */
     const float *W;
     const ms_qweight *Wq;
-    bool q8;                   /* Wq: 8-bit activations (ms_q8_quantize once per call) */
+    bool q8;                   /* Wq: 8-bit activations (act_quantize once per call) */
     /* device head: be->head.head_new != NULL and W_dev set (then W, Wq unused) */
     const ms_k_backend *be;
     int dev;

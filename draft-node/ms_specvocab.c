@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ms_kernels.h" /* ms_k_topk */
-#include "ms_qdot.h"    /* ms_qweight, ms_q_linear */
+#include "ms_k_backend.h" /* ms_qweight, linear; ms_k_topk */
 
 typedef struct {
     ms_gguf *g;
@@ -41,8 +40,10 @@ static ms_status sv_pick(void *ctx, const float *hid, const float *prev, const i
     *n_ids = 0;
     if (n < 1 || n > s->max_rows)
         MS_FAIL(MS_ERR_RANGE, "specvocab: %lld rows outside [1, %lld]", (long long)n, (long long)s->max_rows);
-    ms_q_linear(s->z, hid, &s->down, NULL, n);      /* z [n, d'] = h · W_downᵀ */
-    ms_q_linear(s->score, s->z, &s->vocab, NULL, n); /* s [n, V] = z · W_vocabᵀ */
+    const ms_k_backend *be = ms_k_backend_cpu(); /* the selector runs on the host */
+    const ms_k_ops *ops = ms_k_cpu_ops();
+    be->linear(ops, s->z, hid, NULL, &s->down, NULL, NULL, n, s->d, s->rank);         /* z [n, d'] = h · W_downᵀ */
+    be->linear(ops, s->score, s->z, NULL, &s->vocab, NULL, NULL, n, s->rank, s->V); /* s [n, V] = z · W_vocabᵀ */
     const int64_t k = ms_vocab_budget(s->k, s->decay, s->k_min, depth);
     if (++s->epoch == 0) {
         memset(s->mark, 0, (size_t)s->V * sizeof *s->mark);

@@ -696,21 +696,17 @@ static float dot_f32(const float *a, const float *b, int64_t d) {
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/* One of x [n, d] (f32 path) and xq (8-bit path, n = xq->n) is given. */
-static void q_product(float *out, const float *x, const ms_q8_act *xq, int64_t n, const ms_qweight *w,
+/* One of x [n, d] (f32 path) and xq (8-bit path, n rows) is given; the
+ * vocabulary lives on the host, so the CPU table multiplies. */
+static void q_product(float *out, const float *x, const ms_k_act *xq, int64_t n, const ms_qweight *w,
                       const int32_t *ids, int64_t n_ids) {
     MS_ASSERT((x == NULL) != (xq == NULL));
-    if (xq) {
-        MS_ASSERT(xq->n == n && xq->k == w->k);
-        if (ids) ms_qdot_linear_rows(out, xq, w, ids, n_ids);
-        else ms_qdot_linear(out, xq, w, NULL);
-    } else {
-        if (ids) ms_q_linear_rows(out, x, w, ids, n_ids, n);
-        else ms_q_linear(out, x, w, NULL, n);
-    }
+    const ms_k_backend *be = ms_k_backend_cpu();
+    if (ids) be->linear_rows(out, x, xq, w, ids, n_ids, n);
+    else be->linear_f32out(ms_k_cpu_ops(), out, x, NULL, w, xq, n, w->k, w->m);
 }
 
-void ms_vocab_logits_q(const ms_vocab *v, const float *x, const ms_q8_act *xq, int64_t n, float *out) {
+void ms_vocab_logits_q(const ms_vocab *v, const float *x, const ms_k_act *xq, int64_t n, float *out) {
     ms_qweight rows;
     const bool have = ms_vocab_rows_q(v, &rows, NULL);
     MS_ASSERT(have);
@@ -718,7 +714,7 @@ void ms_vocab_logits_q(const ms_vocab *v, const float *x, const ms_q8_act *xq, i
     q_product(out, x, xq, n, &rows, NULL, 0);
 }
 
-void ms_vocab_logits_indexed_q(const ms_vocab *v, const ms_qweight *W, const float *x, const ms_q8_act *xq, int64_t n,
+void ms_vocab_logits_indexed_q(const ms_vocab *v, const ms_qweight *W, const float *x, const ms_k_act *xq, int64_t n,
                                float *out) {
     MS_ASSERT(W && W->m == v->V && W->k == v->d);
     if (v->n == 0 || n == 0) return;

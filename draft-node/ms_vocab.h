@@ -24,7 +24,7 @@
  *             O(1) + O(d) per row moved, never O(V); reset is O(W_max + |I|).
  *
  * Typed heads (the *_q constructors): W is an ms_qweight in a GGUF block
- * format (ms_quant.h). Packed rows stay in W's format — gathering a row
+ * format (ms_qweight.h). Packed rows stay in W's format — gathering a row
  * copies its row_bytes bytes, nothing is dequantized — and the head runs on
  * an ms_qweight view of them (ms_vocab_rows_q, ms_vocab_logits_q); full mode
  * reads W itself (no copy). ms_vocab_rows gives no f32 rows for them.
@@ -40,7 +40,7 @@
 #define MS_VOCAB_H
 
 #include "ms_common.h"
-#include "ms_qdot.h" /* ms_qweight, ms_q8_act */
+#include "ms_k_backend.h" /* ms_qweight, ms_k_act */
 
 #ifdef __cplusplus
 extern "C" {
@@ -189,17 +189,17 @@ void ms_vocab_take_entering(ms_vocab *v, const int32_t **slots, const int32_t **
  * dot products accumulate in float, in 8 interleaved partial sums. */
 void ms_vocab_logits_indexed(const ms_vocab *v, const float *W, const float *hid, int64_t n, float *out);
 
-/* The LM head over the packed rows with the block-format kernels: out[r, s] =
- * x_r · rows[s] for s < size, out [n, size] row-major. Exactly one of
- * x [n, d] (f32 activations: ms_q_linear) and xq (activations quantized by
- * ms_q8_quantize, xq->n == n: ms_qdot_linear) is given. Both kernels are
- * batch invariant, so out[r, s] is bitwise the full-head product's
- * [r, id_at(s)]. The vocabulary must have rows (ms_vocab_rows_q). */
-void ms_vocab_logits_q(const ms_vocab *v, const float *x, const ms_q8_act *xq, int64_t n, float *out);
+/* The LM head over the packed rows with the CPU backend's block-format
+ * linear: out[r, s] = x_r · rows[s] for s < size, out [n, size] row-major.
+ * Exactly one of x [n, d] (f32 activations) and xq (the n rows quantized by
+ * the CPU table's act_quantize) is given. Both kernels are batch invariant,
+ * so out[r, s] is bitwise the full-head product's [r, id_at(s)]. The
+ * vocabulary must have rows (ms_vocab_rows_q). */
+void ms_vocab_logits_q(const ms_vocab *v, const float *x, const ms_k_act *xq, int64_t n, float *out);
 /* The indexed head over a typed W [V, d] read in place by id (the
- * vocabulary may be maps only): ms_q_linear_rows / ms_qdot_linear_rows with
- * the active ids (full: the whole of W). Same x / xq rule and bitwise result. */
-void ms_vocab_logits_indexed_q(const ms_vocab *v, const ms_qweight *W, const float *x, const ms_q8_act *xq, int64_t n,
+ * vocabulary may be maps only): the backend's linear_rows with the active
+ * ids (full: linear over the whole of W). Same x / xq rule and bitwise result. */
+void ms_vocab_logits_indexed_q(const ms_vocab *v, const ms_qweight *W, const float *x, const ms_k_act *xq, int64_t n,
                                float *out);
 
 /* ---- stream plans (the feed of a device twin of the window) -------------- */

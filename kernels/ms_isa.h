@@ -12,7 +12,7 @@
  * A cap above what the CPU has, or a name this architecture does not know,
  * is reported once on stderr and the CPU's own level is used. MS_NO_AMX=1
  * (the older knob) means MS_ISA=avx512. Every level computes the same bits:
- * the scalar twins (ms_qdot.h, ms_quant.h) are the specification.
+ * the scalar twins (cpu/ms_qdot.h, cpu/ms_quant.h) are the specification.
  */
 #ifndef MS_ISA_H
 #define MS_ISA_H

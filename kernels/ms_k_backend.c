@@ -4,8 +4,11 @@
  * there is nothing to wait for. The linear entry is the CPU hot path of every
  * matmul: one branch on the weight's form, then the op table's OpenBLAS GEMM
  * (dense f32), ms_q_linear (block format, f32 activations) or ms_qdot_linear
- * (block format, 8-bit activations quantized once by the caller). */
+ * (block format, 8-bit activations quantized once by the caller). The
+ * table's ms_k_act is ms_qdot.h's ms_q8_act. */
 #include "ms_k_backend.h"
+#include "ms_qdot.h"
+#include "ms_quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,16 +94,62 @@ static ms_status cpu_attn_reserve(const ms_k_ops *ops, int64_t max_q, int64_t n_
 }
 
 static void cpu_linear(const ms_k_ops *ops, void *y, const void *x, const void *w, const ms_qweight *q,
-                       const ms_q8_act *xq, const void *b, int64_t n, int64_t k, int64_t m) {
-    if (!q) ops->linear(ops->ctx, y, x, w, b, n, k, m);
-    else if (!xq) ms_q_linear(y, x, q, b, n);
-    else ms_qdot_linear(y, xq, q, b);
+                       const ms_k_act *xq, const void *b, int64_t n, int64_t k, int64_t m) {
+    if (!q) {
+        ops->gemm(ops->ctx, y, x, w, b, n, k, m);
+    } else if (!xq) {
+        ms_q_linear(y, x, q, b, n);
+    } else {
+        MS_ASSERT(xq->n == n && xq->k == k); /* xq was quantized from these rows */
+        ms_qdot_linear(y, xq, q, b);
+    }
 }
 
 static ms_status cpu_linear_f32out(const ms_k_ops *ops, float *y, const void *x, const void *w, const ms_qweight *q,
-                                   const ms_q8_act *xq, int64_t n, int64_t k, int64_t m) {
+                                   const ms_k_act *xq, int64_t n, int64_t k, int64_t m) {
     cpu_linear(ops, y, x, w, q, xq, NULL, n, k, m);
     return MS_OK;
+}
+
+static ms_status cpu_act_new(int64_t max_rows, int64_t max_k, ms_k_act **out) {
+    *out = ms_calloc(1, sizeof **out);
+    if (!*out) return MS_ERR_NOMEM;
+    ms_status s = ms_q8_act_alloc(*out, max_rows, max_k);
+    if (s < 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+static void cpu_act_free(ms_k_act **a) {
+    if (!*a) return;
+    ms_q8_act_free(*a);
+    free(*a);
+    *a = NULL;
+}
+
+static void cpu_act_quantize(ms_k_act *a, const float *x, int64_t n, int64_t k, const ms_qweight *const *ws,
+                             int count) {
+    int forms = 0;
+    for (int i = 0; i < count; i++) forms |= ws[i] ? ms_q8_forms(ws[i]) : 0;
+    ms_q8_quantize_forms(a, x, n, k, forms ? forms : MS_Q8_ALL);
+}
+
+static void cpu_linear_multi(const ms_k_linear_out *outs, int count, const ms_k_act *xq, int64_t n, int64_t k) {
+    MS_ASSERT(xq->n == n && xq->k == k);
+    ms_qdot_linear_multi(outs, count, xq);
+}
+
+static void cpu_linear_rows(float *y, const float *x, const ms_k_act *xq, const ms_qweight *q, const int32_t *rows,
+                            int64_t n_rows, int64_t n) {
+    MS_ASSERT((x == NULL) != (xq == NULL));
+    if (xq) {
+        MS_ASSERT(xq->n == n && xq->k == q->k);
+        ms_qdot_linear_rows(y, xq, q, rows, n_rows);
+    } else {
+        ms_q_linear_rows(y, x, q, rows, n_rows, n);
+    }
 }
 
 /* Nothing to record on the CPU: the cache is a token. */
@@ -155,6 +204,14 @@ static const ms_k_backend cpu_backend = {
     .attn_reserve = cpu_attn_reserve,
     .linear = cpu_linear,
     .linear_f32out = cpu_linear_f32out,
+    .act_new = cpu_act_new,
+    .act_free = cpu_act_free,
+    .act_quantize = cpu_act_quantize,
+    .linear_multi = cpu_linear_multi,
+    .linear_rows = cpu_linear_rows,
+    .pack = ms_qdot_pack,
+    .pack_bytes = ms_qdot_pack_bytes,
+    .pack_free = ms_qdot_pack_free,
     .graphs_new = cpu_graphs_new,
     .graphs_free = cpu_graphs_free,
     .graph_run = cpu_graph_run,

@@ -4,8 +4,9 @@
  * backend table holds the rest of what a model, a draft head or a transport
  * does differently on each device: making the op table and its stream,
  * buffers, host ↔ buffer copies, synchronisation and error polling, the
- * linear over a typed weight, recorded forwards (graphs) and the draft head
- * over the vocabulary window (head top-k on the device). Every entry is a function pointer chosen once,
+ * linear over a typed weight (the one way callers multiply by a matrix: the
+ * op table's gemm is its dense primitive), recorded forwards (graphs) and
+ * the draft head over the vocabulary window (head top-k on the device). Every entry is a function pointer chosen once,
  * when the caller picks the table (ms_k_backend_for); callers never test
  * which device they run on to choose code, only `on_device` to choose where
  * data lives.
@@ -30,10 +31,24 @@
 
 #include "ms_common.h"
 #include "ms_kernels.h"
-#include "ms_qdot.h"
+#include "ms_qweight.h"
 
 /* Recorded forwards of one model: one slot per shape key (ms_k_backend.graph_run). */
 typedef struct ms_k_graphs ms_k_graphs;
+
+/* Activations quantized to 8-bit blocks (CPU): rows of x quantized once for
+ * every block-format matmul that reads them (layout and arithmetic:
+ * cpu/ms_qdot.h). Made by act_new, filled by act_quantize, read by linear. */
+typedef struct ms_k_act ms_k_act;
+
+/* One product of linear_multi: y [n, w->m] = x · wᵀ (+ b[w->m] when b != NULL),
+ * w in its block format. */
+enum { MS_K_LINEAR_MULTI_MAX = 4 };
+typedef struct {
+    float *y;
+    const ms_qweight *w;
+    const float *b;
+} ms_k_linear_out;
 
 /* ---- the draft head on a device ----------------------------------------------
  *
@@ -148,16 +163,47 @@ struct ms_k_backend {
     /* ---- linear over a typed weight ---------------------------------------- */
 
     /* y[n, m] = x[n, k] · Wᵀ (+ b[m]) with W either dense `w` [m, k] in the
-     * table's weight dtype (q == NULL) or `q`, a matrix in its stored block
-     * format (GGUF; CPU only): f32 activations (xq == NULL, ms_q_linear) or
-     * the 8-bit activations xq quantized from x (ms_qdot_linear). One call
-     * per matmul; the choice is one branch on the arguments. */
+     * table's weight dtype (q == NULL: the op table's gemm) or `q`, a matrix
+     * in its stored block format (GGUF; CPU only): f32 activations (xq ==
+     * NULL, cpu/ms_quant.h) or the 8-bit activations xq that act_quantize
+     * made of x's n rows of k (cpu/ms_qdot.h). One call per matmul; the
+     * choice is one branch on the arguments. */
     void (*linear)(const ms_k_ops *ops, void *y, const void *x, const void *w, const ms_qweight *q,
-                   const ms_q8_act *xq, const void *b, int64_t n, int64_t k, int64_t m);
+                   const ms_k_act *xq, const void *b, int64_t n, int64_t k, int64_t m);
     /* The same without bias and with f32 output whatever the act dtype (the
      * LM head: logits are never rounded to act). */
     ms_status (*linear_f32out)(const ms_k_ops *ops, float *y, const void *x, const void *w, const ms_qweight *q,
-                               const ms_q8_act *xq, int64_t n, int64_t k, int64_t m);
+                               const ms_k_act *xq, int64_t n, int64_t k, int64_t m);
+
+    /* ---- block-format weights and 8-bit activations (CPU; NULL on a device) --
+     *
+     * GGUF weights load on the CPU table only, so a device table has none of
+     * these entries. */
+
+    /* Room for up to max_rows rows of max_k elements (sized once at load);
+     * act_free frees and nulls *a (NULL is fine). */
+    ms_status (*act_new)(int64_t max_rows, int64_t max_k, ms_k_act **out);
+    void (*act_free)(ms_k_act **a);
+    /* Quantize x [n, k] (f32, host; k a multiple of 32) into a for the
+     * matmuls that follow on these rows, in the forms the weights ws[count]
+     * read (ws[i] NULL: none; no weight at all: every form). Deterministic. */
+    void (*act_quantize)(ms_k_act *a, const float *x, int64_t n, int64_t k, const ms_qweight *const *ws, int count);
+    /* Several products of the same quantized rows (q, k, v; gate, up) in one
+     * pool round: outs[i] exactly as linear computes it (the same bits).
+     * xq holds n rows of k; 1 ≤ count ≤ MS_K_LINEAR_MULTI_MAX. */
+    void (*linear_multi)(const ms_k_linear_out *outs, int count, const ms_k_act *xq, int64_t n, int64_t k);
+    /* linear over a subset of q's rows, no bias: y[n, n_rows], column j =
+     * row rows[j] of q (a draft head over a vocabulary window, read in
+     * place); f32 x [n, q->k] (xq NULL) or xq (x NULL). */
+    void (*linear_rows)(float *y, const float *x, const ms_k_act *xq, const ms_qweight *q, const int32_t *rows,
+                        int64_t n_rows, int64_t n);
+    /* Copy q's blocks into the tile layout where this CPU's multi-row
+     * products read it (q->tiles; the same bits with or without:
+     * cpu/ms_qdot.h); pack_bytes: what pack would allocate (0: nothing);
+     * pack_free frees q->tiles and nulls it. */
+    ms_status (*pack)(ms_qweight *q);
+    size_t (*pack_bytes)(const ms_qweight *q);
+    void (*pack_free)(ms_qweight *q);
 
     /* ---- recorded forwards --------------------------------------------------- */
 

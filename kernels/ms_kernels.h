@@ -76,9 +76,11 @@ struct ms_k_ops {
     ms_dtype weight;  /* weight storage dtype the table expects */
     void *ctx;        /* backend state; NULL on CPU */
 
-    /* y[n,m] = x[n,k] · W[m,k]^T (+ b[m] when b != NULL). */
-    void (*linear)(void *ctx, void *y, const void *x, const void *w, const void *b, int64_t n, int64_t k,
-                   int64_t m);
+    /* y[n,m] = x[n,k] · W[m,k]^T (+ b[m] when b != NULL): the dense GEMM in
+     * the table's dtype. Callers multiply through the backend's linear
+     * (ms_k_backend.h), which is built on it; tests twin-test it directly. */
+    void (*gemm)(void *ctx, void *y, const void *x, const void *w, const void *b, int64_t n, int64_t k,
+                 int64_t m);
     /* y[n,d] = x / sqrt(mean(x²) + eps) · w   (x, y may alias). */
     void (*rmsnorm)(void *ctx, void *y, const void *x, const void *w, int64_t n, int64_t d, float eps);
     /* y[i] += x[i], i < n (residual). */
@@ -129,8 +131,11 @@ int32_t ms_k_sample(const float *logits, int64_t n, const ms_k_sampling *s, ms_r
 void ms_k_sampling_probs(const float *logits, int64_t n, const ms_k_sampling *s, float *probs);
 
 /* Threads for the CPU ops: OpenBLAS GEMM and the thread pool of the
- * quantized matmuls (ms_pool.h); 1 by default. */
+ * quantized matmuls (cpu/ms_pool.h); 1 by default. */
 void ms_k_cpu_set_threads(int n);
+/* The number of online cores, capped at the pool's most threads (the
+ * default for --threads). */
+int ms_k_cpu_cores(void);
 
 /* OpenBLAS chooses its kernels in a library constructor, before main. On CPU
  * models it does not know (e.g. virtualised "Intel Xeon Processor") it falls

@@ -38,8 +38,6 @@
 #include "ms_k_random.h"
 #include "ms_gguf.h"
 #include "ms_k_backend.h"
-#include "ms_qdot.h"
-#include "ms_quant.h"
 #include "ms_safetensors.h"
 #include "ms_weights.h"
 
@@ -50,7 +48,7 @@ typedef struct {
 } layer_w;
 
 /* The matrices of a layer as stored in a GGUF file (CPU): block formats read
- * in place by ms_q_linear. */
+ * in place by the backend's linear. */
 typedef struct {
     ms_qweight wq, wk, wv, wo, w_gate, w_up, w_down;
 } layer_q;
@@ -72,8 +70,8 @@ struct ms_model {
     layer_q *lq;       /* [n_layers] when gg */
     ms_qweight embed_q, lm_head_q; /* when gg */
     ms_k_rope rope_local; /* sliding-window layers' RoPE (Gemma 3); max_pos 0 when unused */
-    bool f32_matmul;      /* GGUF: ms_q_linear on f32 activations instead of ms_qdot_linear */
-    ms_q8_act act;        /* GGUF, 8-bit path: the quantized input of the next matmuls, [max_batch, ≤ max k] */
+    bool f32_matmul;      /* GGUF: the block-format linear on f32 activations instead of 8-bit ones */
+    ms_k_act *act;        /* GGUF, 8-bit path: the quantized input of the next matmuls, [max_batch, ≤ max k] */
     const void *act_src;  /* the f32 rows `act` was quantized from (checked by lin) */
     int64_t n_layers, d, hd, n_heads, n_kv, q_dim, kv_dim, ffn, vocab;
     const void *embed, *lm_head, *final_norm;
@@ -376,18 +374,18 @@ static ms_qweight *gguf_product_mat(ms_model *m, int64_t i) {
     return w[(i - 1) % 7];
 }
 
-/* Each of them in the tile layout where this CPU reads it (ms_qdot_pack:
+/* Each of them in the tile layout where this CPU reads it (be->pack:
  * a copy as large as the matrix; Q4_K wherever AVX-512 VNNI runs, Q6_K and
  * Q8_0 where AMX does; nothing elsewhere). The input embedding is only
  * looked up, never packed (a tied head's copy of it is). */
 static ms_status pack_gguf(ms_model *m, const char *path) {
     const int64_t n = 1 + 7 * m->n_layers;
     size_t bytes = 0;
-    for (int64_t i = 0; i < n; i++) bytes += ms_qdot_pack_bytes(gguf_product_mat(m, i));
+    for (int64_t i = 0; i < n; i++) bytes += m->be->pack_bytes(gguf_product_mat(m, i));
     if (bytes == 0) return MS_OK;
     MS_LOG_INFO("%s: packing %.0f MiB of weights into the tile layout (16 rows a vector)", path,
                 (double)bytes / 1048576.0);
-    for (int64_t i = 0; i < n; i++) MS_TRY(ms_qdot_pack(gguf_product_mat(m, i)));
+    for (int64_t i = 0; i < n; i++) MS_TRY(m->be->pack(gguf_product_mat(m, i)));
     return MS_OK;
 }
 
@@ -537,7 +535,7 @@ static ms_status load_gguf(ms_model *m, const char *path, const ms_model_opts *o
         MS_TRY(pack_gguf(m, path));
         int64_t kmax = m->d > m->q_dim ? m->d : m->q_dim;
         if (m->ffn > kmax) kmax = m->ffn;
-        MS_TRY(ms_q8_act_alloc(&m->act, m->max_batch, kmax));
+        MS_TRY(m->be->act_new(m->max_batch, kmax, &m->act));
     }
     return alloc_state(m);
 }
@@ -628,16 +626,17 @@ void ms_model_free(ms_model **pm) {
         be->host_free((void **)&m->h_src);
         be->host_free((void **)&m->h_dst);
         be->host_free(&m->h_act);
+        /* GGUF weights load on the CPU table only (load_gguf), whose entries these are */
+        for (int64_t i = 0; m->gg && m->lq && i < 1 + 7 * m->n_layers; i++) be->pack_free(gguf_product_mat(m, i));
+        if (m->act) be->act_free(&m->act);
     }
     free(m->dev_bufs);
     free(m->h_f32);
     free(m->hidden_host);
     free(m->lm_head_host);
     ms_weights_free(&m->weights);
-    for (int64_t i = 0; m->gg && m->lq && i < 1 + 7 * m->n_layers; i++) ms_qdot_pack_free(gguf_product_mat(m, i));
     free(m->layers);
     free(m->lq);
-    ms_q8_act_free(&m->act);
     ms_k_rope_free(&m->rope);
     ms_k_rope_free(&m->rope_local);
     free(m->scores);
@@ -735,17 +734,17 @@ ms_status ms_model_forward(ms_model *m, const int32_t *tokens, int64_t n, const 
  * came from GGUF, else w in the backend's dtype through the op table. */
 static void lin(const ms_model *m, void *y, const void *x, const void *w, const ms_qweight *q, const void *b,
                 int64_t n, int64_t k, int64_t mo) {
-    const ms_q8_act *xq = NULL;
+    const ms_k_act *xq = NULL;
     if (q && !m->f32_matmul) {
         /* x was quantized by quant() for this and the matmuls sharing it */
-        MS_ASSERT(m->act_src == x && m->act.n == n && m->act.k == k);
-        xq = &m->act;
+        MS_ASSERT(m->act_src == x);
+        xq = m->act;
     }
     m->be->linear(m->ops, y, x, w, q, xq, b, n, k, mo);
 }
 
 /* lin for the matmuls that read the same x (q, k, v; gate, up): on the
- * GGUF 8-bit path one pool round for all of them (ms_qdot_linear_multi,
+ * GGUF 8-bit path one pool round for all of them (be->linear_multi,
  * the same bits as one lin each; GGUF weights load on the CPU backend
  * only); else one lin each. */
 typedef struct {
@@ -758,23 +757,21 @@ typedef struct {
 
 static void lin_same_x(const ms_model *m, const lin_out *o, int count, const void *x, int64_t n, int64_t k) {
     if (o[0].q && !m->f32_matmul) {
-        MS_ASSERT(m->act_src == x && m->act.n == n && m->act.k == k && count <= MS_QDOT_MULTI_MAX);
-        ms_qdot_out qo[MS_QDOT_MULTI_MAX];
-        for (int i = 0; i < count; i++) qo[i] = (ms_qdot_out){.y = o[i].y, .w = o[i].q, .b = o[i].b};
-        ms_qdot_linear_multi(qo, count, &m->act);
+        MS_ASSERT(m->act_src == x && count <= MS_K_LINEAR_MULTI_MAX);
+        ms_k_linear_out qo[MS_K_LINEAR_MULTI_MAX];
+        for (int i = 0; i < count; i++) qo[i] = (ms_k_linear_out){.y = o[i].y, .w = o[i].q, .b = o[i].b};
+        m->be->linear_multi(qo, count, m->act, n, k);
         return;
     }
     for (int i = 0; i < count; i++) lin(m, o[i].y, x, o[i].w, o[i].q, o[i].b, n, k, o[i].mo);
 }
 
 /* GGUF 8-bit path: quantize the n rows of x [n, k] once for every matmul that
- * reads them (q, k, v; gate, up), in the forms their weights read
- * (ms_q8_forms; ws[i] NULL: none). A no-op otherwise. */
+ * reads them (q, k, v; gate, up), in the forms their weights read (ws[i]
+ * NULL: none). A no-op otherwise. */
 static void quant(ms_model *m, const void *x, int64_t n, int64_t k, const ms_qweight *const *ws, int count) {
     if (!m->gg || m->f32_matmul) return;
-    int forms = 0;
-    for (int i = 0; i < count; i++) forms |= ws[i] ? ms_q8_forms(ws[i]) : 0;
-    ms_q8_quantize_forms(&m->act, x, n, k, forms ? forms : MS_Q8_ALL);
+    m->be->act_quantize(m->act, x, n, k, ws, count);
     m->act_src = x;
 }
 
@@ -843,7 +840,7 @@ static ms_status run_layers(ms_model *m, const int32_t *tokens, const int32_t *p
     const void *h = mode == MS_LOGITS_LAST ? el(m->hidden, (n - 1) * d, (size_t)es) : m->hidden;
     quant(m, h, rows, d, (const ms_qweight *const[]){m->gg ? &m->lm_head_q : NULL}, 1);
     return m->be->linear_f32out(k, logits, h, m->lm_head, m->gg ? &m->lm_head_q : NULL,
-                                m->gg && !m->f32_matmul ? &m->act : NULL, rows, d, m->vocab);
+                                m->gg && !m->f32_matmul ? m->act : NULL, rows, d, m->vocab);
 }
 
 /* run_layers over the device staging, as a recorded forward's body. */

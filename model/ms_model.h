@@ -14,7 +14,7 @@
 
 #include "ms_hfconfig.h"
 #include "ms_kernels.h"
-#include "ms_quant.h"
+#include "ms_qweight.h"
 
 typedef struct ms_model ms_model;
 
@@ -27,8 +27,8 @@ typedef struct {
     ms_dtype act;       /* CUDA activation and weight dtype: 0 → MS_DTYPE_BF16; MS_DTYPE_F16 */
     int no_graphs;      /* CUDA only: 1 = run the ops eagerly instead of through CUDA graphs */
     /* GGUF on the CPU: 0 (default) = f32 activations against the dequantized
-     * blocks (ms_q_linear: exact up to f32 rounding); 1 = activations quantized
-     * to 8-bit blocks and integer dot products (ms_qdot_linear, as llama.cpp
+     * blocks (exact up to f32 rounding); 1 = activations quantized to 8-bit
+     * blocks and integer dot products (the backend's act_quantize, as llama.cpp
      * does: several times faster, log-probs ~0.1 from exact, so greedy text
      * parts from the exact path's at margins up to ~0.6 on Gemma 3). */
     int q8_matmul;

@@ -16,7 +16,6 @@
 #include "ms_http.h"
 #include "ms_isa.h"
 #include "ms_link.h"
-#include "ms_pool.h"
 #include "ms_remote.h"
 #include "ms_target.h"
 #include "ms_tokenizer.h"
@@ -305,7 +304,7 @@ int main(int argc, char **argv) {
     if (!getenv("MS_LOG")) ms_log_set_level(lvl);
     if (c->log.dir[0] && ms_log_to_dir(c->log.dir, "target", NULL, 0) < 0) return 2;
     if (!ms_cfg_path_ok("target.model", c->target.model)) return 1;
-    ms_k_cpu_set_threads(c->target.threads > 0 ? (int)c->target.threads : ms_pool_cores()); /* 0: every core */
+    ms_k_cpu_set_threads(c->target.threads > 0 ? (int)c->target.threads : ms_k_cpu_cores()); /* 0: every core */
     pthread_mutex_init(&s.mu, NULL);
     s.link_us = ms_malloc(LINK_SAMPLES_MAX * sizeof *s.link_us);
     if (!s.link_us) return 1;
@@ -319,7 +318,7 @@ int main(int argc, char **argv) {
                         .q8_matmul = c->target.q8_matmul};
     if (ms_model_load(c->target.model, &mo, &s.model) < 0 || ms_tgt_new(s.model, &s.tgt) < 0) goto done;
     if (c->draft.enabled)
-        ms_tgt_cost_cache(s.tgt, c->target.model, c->target.threads > 0 ? (int)c->target.threads : ms_pool_cores(),
+        ms_tgt_cost_cache(s.tgt, c->target.model, c->target.threads > 0 ? (int)c->target.threads : ms_k_cpu_cores(),
                           c->target.q8_matmul, c->target.device);
     if (c->draft.enabled && !strcmp(c->draft.policy, "cost") && ms_tgt_warm_up(s.tgt) < 0) goto done;
     ms_cfg_log(c); /* after the model: a failed load's reason is not buried under the settings */

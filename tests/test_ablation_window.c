@@ -256,7 +256,7 @@ static void compare_logits(const ms_vocab *gath, const ms_vocab *idx, const floa
     float *a = ms_malloc((size_t)(n * m) * sizeof *a), *b = ms_malloc((size_t)(n * m) * sizeof *b);
     MS_ASSERT(a && b);
     const ms_k_ops *ops = ms_k_cpu_ops();
-    ops->linear(ops->ctx, a, hid, rows, NULL, n, d, m);
+    ops->gemm(ops->ctx, a, hid, rows, NULL, n, d, m);
     ms_vocab_logits_indexed(idx, W, hid, n, b);
     int64_t bad = 0;
     double worst = 0;

@@ -185,8 +185,8 @@ static void test_linear(env *e, int64_t n, int64_t k, int64_t m, bool bias) {
     float *ref = xmalloc((size_t)(n * m) * sizeof *ref), *got = xmalloc((size_t)(n * m) * sizeof *got);
     dbuf dx = act_upload(e, x, n * k), dw = act_upload(e, w, m * k), db = {0}, dy = act_poisoned(n * m);
     if (bias) db = act_upload(e, b, m);
-    e->cpu->linear(NULL, ref, x, w, b, n, k, m);
-    e->ops->linear(e->ops->ctx, dptr(&dy), dptr(&dx), dptr(&dw), bias ? dptr(&db) : NULL, n, k, m);
+    e->cpu->gemm(NULL, ref, x, w, b, n, k, m);
+    e->ops->gemm(e->ops->ctx, dptr(&dy), dptr(&dx), dptr(&dw), bias ? dptr(&db) : NULL, n, k, m);
     sync_ok(e, "linear");
     char what[96];
     snprintf(what, sizeof what, "linear %lldx%lldx%lld%s", (long long)n, (long long)k, (long long)m,

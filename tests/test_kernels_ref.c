@@ -520,7 +520,7 @@ static void test_linear(const ms_k_ops *ops, ms_rng *r) {
                     want[i * m + o] = s;
                     scale = fmax(scale, a);
                 }
-            ops->linear(ops->ctx, y, x, w, with_bias ? b : NULL, n, k, m);
+            ops->gemm(ops->ctx, y, x, w, with_bias ? b : NULL, n, k, m);
             double e = ref_max_abs_diff(y, want, n * m) / scale;
             ms_check_worst(&worst, e);
             CHECK(e <= 1e-6, "linear %lldx%lldx%lld bias %d: max diff / scale %g", (long long)n, (long long)k,

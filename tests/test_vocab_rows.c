@@ -36,7 +36,7 @@ static void check_mode(const ms_vocab *v, const float *W, const float *h, const 
     CHECK(n > 0 && rows != NULL, "%s: no rows", name);
     if (n <= 0 || !rows) return;
     float *g = malloc((size_t)(T * n) * sizeof(float));
-    ms_k_cpu_ops()->linear(NULL, g, h, rows, NULL, T, D, n); /* g [T, n] = h · rowsᵀ */
+    ms_k_cpu_ops()->gemm(NULL, g, h, rows, NULL, T, D, n); /* g [T, n] = h · rowsᵀ */
     double worst = 0.0;
     for (int t = 0; t < T; t++) {
         int64_t best_slot = 0;
@@ -80,7 +80,7 @@ int main(void) {
     float *g_full = malloc((size_t)T * V * sizeof(float));
     for (int t = 0; t < T; t++)
         for (int64_t i = 0; i < V; i++) z_full[(int64_t)t * V + i] = dot(W + i * D, h + t * D);
-    ms_k_cpu_ops()->linear(NULL, g_full, h, W, NULL, T, D, V);
+    ms_k_cpu_ops()->gemm(NULL, g_full, h, W, NULL, T, D, V);
 
     ms_vocab *full = NULL, *stat = NULL, *dyn = NULL;
     CHECK(ms_vocab_new_full(W, V, D, &full) == MS_OK, "full");

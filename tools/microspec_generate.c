@@ -12,7 +12,6 @@
 #include "ms_draft.h"
 #include "ms_isa.h"
 #include "ms_model.h"
-#include "ms_pool.h"
 #include "ms_target.h"
 #include "ms_tokenizer.h"
 #include "ms_vmode.h"
@@ -683,7 +682,7 @@ static ms_status load_models(const gen_args *a, gen_run *r) {
         MS_FAIL(MS_ERR_FORMAT, "%s: tokenizer has %lld ids but the model only %lld", a->model_dir,
                 (long long)ms_tok_vocab_size(r->tok), (long long)V);
     MS_TRY(ms_tgt_new(r->model, &r->tgt));
-    int threads = a->threads > 0 ? (int)a->threads : ms_pool_cores();
+    int threads = a->threads > 0 ? (int)a->threads : ms_k_cpu_cores();
     if (a->speculative) ms_tgt_cost_cache(r->tgt, a->model_dir, threads, a->q8_matmul, a->device);
     const ms_dft_opts *d = &a->dopt;
     if (a->speculative && d->kind == MS_DRAFT_NGRAM) {
@@ -883,7 +882,7 @@ int main(int argc, char **argv) {
     int code = parse_args(argc, argv, &a);
     if (code >= 0) return code;
     if (a.speculative && check_spec_args(&a) != 0) return 2;
-    ms_k_cpu_set_threads(a.threads > 0 ? (int)a.threads : ms_pool_cores());
+    ms_k_cpu_set_threads(a.threads > 0 ? (int)a.threads : ms_k_cpu_cores());
 
     const char *prompt = a.prompt;
     char *prompt_buf = NULL;

@@ -26,6 +26,8 @@ void ms_k_cpu_set_threads(int n) {
     ms_pool_set_threads(n); /* the quantized matmuls (ms_quant.h) */
 }
 
+int ms_k_cpu_cores(void) { return ms_pool_cores(); }
+
 void ms_k_cpu_fix_blas_core(char **argv) {
 #if defined(__x86_64__)
     if (getenv("OPENBLAS_CORETYPE")) return; /* the user's choice, or our re-exec already happened */
@@ -49,8 +51,8 @@ void ms_k_cpu_fix_blas_core(char **argv) {
 }
 
 /* y[n,m] = x[n,k] · W[m,k]ᵀ (+ b). */
-static void cpu_linear(void *ctx, void *yv, const void *xv, const void *wv, const void *bv, int64_t n, int64_t k,
-                       int64_t m) {
+static void cpu_gemm(void *ctx, void *yv, const void *xv, const void *wv, const void *bv, int64_t n, int64_t k,
+                     int64_t m) {
     float *y = yv;
     const float *x = xv, *w = wv, *b = bv;
     if (n == 1) {
@@ -444,7 +446,7 @@ static const ms_k_ops cpu_ops = {
     .act = MS_DTYPE_F32,
     .weight = MS_DTYPE_F32,
     .ctx = NULL,
-    .linear = cpu_linear,
+    .gemm = cpu_gemm,
     .rmsnorm = cpu_rmsnorm,
     .add = cpu_add,
     .rope = cpu_rope,

@@ -118,17 +118,17 @@ extern "C" void ms_k_cuda_rope_free(ms_k_rope *dev) {
     dev->max_pos = dev->half = 0;
 }
 
-/* ---- linear (cuBLAS) ---------------------------------------------------------------- */
+/* ---- gemm (cuBLAS) ------------------------------------------------------------------ */
 
 /* y[n,m] = x[n,k] · W[m,k]ᵀ (+ b). cuBLAS is column-major: the row-major
  * y[n,m] is the column-major m×n matrix yᵀ = W·xᵀ, with W seen as the
  * column-major k×m matrix (ld k) transposed and x as k×n (ld k). A bias is
  * broadcast into y first and added by beta = 1, so y is rounded to act once. */
-static ms_status cu_linear(ms_k_cuda_ctx *c, void *y, const void *x, const void *w, const void *b, int64_t n,
-                           int64_t k, int64_t m) {
+static ms_status cu_gemm(ms_k_cuda_ctx *c, void *y, const void *x, const void *w, const void *b, int64_t n,
+                         int64_t k, int64_t m) {
     if (n <= 0 || m <= 0) return MS_OK;
     if (n > INT32_MAX || k > INT32_MAX || m > INT32_MAX)
-        MS_FAIL(MS_ERR_RANGE, "cuda linear: shape %lld x %lld x %lld past cuBLAS's int range", (long long)n,
+        MS_FAIL(MS_ERR_RANGE, "cuda gemm: shape %lld x %lld x %lld past cuBLAS's int range", (long long)n,
                 (long long)k, (long long)m);
     const cudaDataType_t t = c->ops.act == MS_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
     const float alpha = 1.0f;
@@ -142,10 +142,10 @@ static ms_status cu_linear(ms_k_cuda_ctx *c, void *y, const void *x, const void 
     return MS_OK;
 }
 
-static void op_linear(void *ctx, void *y, const void *x, const void *w, const void *b, int64_t n, int64_t k,
-                      int64_t m) {
+static void op_gemm(void *ctx, void *y, const void *x, const void *w, const void *b, int64_t n, int64_t k,
+                    int64_t m) {
     ms_k_cuda_ctx *c = (ms_k_cuda_ctx *)ctx;
-    ms_k_cuda_record(c, cu_linear(c, y, x, w, b, n, k, m));
+    ms_k_cuda_record(c, cu_gemm(c, y, x, w, b, n, k, m));
 }
 
 /* ---- the table ---------------------------------------------------------------------- */
@@ -201,7 +201,7 @@ extern "C" const ms_k_ops *ms_k_cuda_ops(ms_dtype act_dtype, void *stream) {
     c->ops.act = act_dtype;
     c->ops.weight = act_dtype;
     c->ops.ctx = c;
-    c->ops.linear = op_linear;
+    c->ops.gemm = op_gemm;
     c->ops.rmsnorm = ms_k_cuda_op_rmsnorm;
     c->ops.add = ms_k_cuda_op_add;
     c->ops.rope = ms_k_cuda_op_rope;

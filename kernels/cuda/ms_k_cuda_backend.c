@@ -50,14 +50,14 @@ static ms_status cuda_alloc(void **p, size_t bytes) { return ms_k_cuda_malloc(p,
 static ms_status cuda_rope_upload(const ms_k_rope *host, ms_k_rope *dev) { return ms_k_cuda_rope_upload(host, dev); }
 
 static void cuda_linear(const ms_k_ops *ops, void *y, const void *x, const void *w, const ms_qweight *q,
-                        const ms_q8_act *xq, const void *b, int64_t n, int64_t k, int64_t m) {
+                        const ms_k_act *xq, const void *b, int64_t n, int64_t k, int64_t m) {
     /* block formats stay on the CPU: the model refuses a GGUF file on CUDA */
     MS_ASSERT(!q && !xq);
-    ops->linear(ops->ctx, y, x, w, b, n, k, m);
+    ops->gemm(ops->ctx, y, x, w, b, n, k, m);
 }
 
 static ms_status cuda_linear_f32out(const ms_k_ops *ops, float *y, const void *x, const void *w, const ms_qweight *q,
-                                    const ms_q8_act *xq, int64_t n, int64_t k, int64_t m) {
+                                    const ms_k_act *xq, int64_t n, int64_t k, int64_t m) {
     MS_ASSERT(!q && !xq);
     return ms_k_cuda_linear_f32out(ops, y, x, w, n, k, m);
 }

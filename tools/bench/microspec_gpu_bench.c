@@ -214,7 +214,7 @@ static ms_status run_op(bench *b, void *arg) {
     const ms_k_ops *k = b->ops;
     switch (o->kind) {
     case OP_COPY: CU(cudaMemcpyAsync(o->y, o->x, o->bytes, cudaMemcpyDeviceToDevice, b->stream)); break;
-    case OP_LINEAR: k->linear(k->ctx, o->y, o->x, o->w, NULL, o->n, o->k, o->m); break;
+    case OP_LINEAR: k->gemm(k->ctx, o->y, o->x, o->w, NULL, o->n, o->k, o->m); break;
     case OP_RMSNORM: k->rmsnorm(k->ctx, o->y, o->x, o->w, o->n, o->k, 1e-5f); break;
     case OP_ROPE: k->rope(k->ctx, o->y, o->n, o->k, o->m, o->pos, o->rope); break;
     case OP_ATTN: k->attention(k->ctx, o->y, o->x, o->w, o->x2, &o->as, o->mask, NULL); break;
@@ -626,21 +626,21 @@ static void layer_fwd(bench *b, rnd *R, const layer *L, int64_t n, int64_t ctx, 
     const int64_t d = m->d, qd = m->H * m->hd, kvd = m->KV * m->hd, ff = m->ff;
     char *krow = (char *)L->kc + (size_t)(ctx * kvd) * 2, *vrow = (char *)L->vc + (size_t)(ctx * kvd) * 2;
     k->rmsnorm(c, R->t, R->x, L->n1, n, d, 1e-5f);
-    k->linear(c, R->q, R->t, L->wq, L->bq, n, d, qd);
-    k->linear(c, krow, R->t, L->wk, L->bk, n, d, kvd);
-    k->linear(c, vrow, R->t, L->wv, L->bv, n, d, kvd);
+    k->gemm(c, R->q, R->t, L->wq, L->bq, n, d, qd);
+    k->gemm(c, krow, R->t, L->wk, L->bk, n, d, kvd);
+    k->gemm(c, vrow, R->t, L->wv, L->bv, n, d, kvd);
     k->rope(c, R->q, n, m->H, m->hd, pos, &R->rope);
     k->rope(c, krow, n, m->KV, m->hd, pos, &R->rope);
     const ms_k_attn_shape as = {.n_q = n, .ctx = ctx, .n_heads = m->H, .n_kv_heads = m->KV, .head_dim = m->hd,
                                 .scale = 1.0f / sqrtf((float)m->hd), .mask_back = mask_back};
     k->attention(c, R->att, R->q, L->kc, L->vc, &as, mask, NULL);
-    k->linear(c, R->o, R->att, L->wo, NULL, n, qd, d);
+    k->gemm(c, R->o, R->att, L->wo, NULL, n, qd, d);
     k->add(c, R->x, R->o, n * d);
     k->rmsnorm(c, R->t, R->x, L->n2, n, d, 1e-5f);
-    k->linear(c, R->g, R->t, L->wg, NULL, n, d, ff);
-    k->linear(c, R->u, R->t, L->wu, NULL, n, d, ff);
+    k->gemm(c, R->g, R->t, L->wg, NULL, n, d, ff);
+    k->gemm(c, R->u, R->t, L->wu, NULL, n, d, ff);
     k->silu_glu(c, R->g, R->g, R->u, n * ff);
-    k->linear(c, R->o, R->g, L->wd, NULL, n, ff, d);
+    k->gemm(c, R->o, R->g, L->wd, NULL, n, ff, d);
     k->add(c, R->x, R->o, n * d);
 }
 
@@ -657,8 +657,8 @@ static ms_status work_draft(bench *b, void *arg) {
     for (int p = 0; p < DRAFT_STEPS; p++) {
         const int64_t n = p == 0 ? 1 : HEAD_ROWS;
         k->embed(k->ctx, R->e, R->hd->W, b->act, R->ids, n, d);
-        k->linear(k->ctx, R->x, R->e, R->fc_e, NULL, n, d, d);
-        k->linear(k->ctx, R->t, R->feat, R->fc_f, NULL, n, d, d);
+        k->gemm(k->ctx, R->x, R->e, R->fc_e, NULL, n, d, d);
+        k->gemm(k->ctx, R->t, R->feat, R->fc_f, NULL, n, d, d);
         k->add(k->ctx, R->x, R->t, n * d);
         layer_fwd(b, R, &R->dl, n, CTX + back, back, R->dmask + p * 16, R->pos);
         MS_TRY(head_step(b, R->hd, R->x, n));

@@ -46,7 +46,6 @@
 #include "ms_dynaspec.h"
 #include "ms_gguf.h"
 #include "ms_model.h"
-#include "ms_pool.h"
 #include "ms_tokenizer.h"
 
 #define TOOL "microspec-record"
@@ -345,7 +344,7 @@ int main(int argc, char **argv) {
     rec_args a;
     int code = parse_args(argc, argv, &a);
     if (code >= 0) return code;
-    ms_k_cpu_set_threads(a.threads > 0 ? (int)a.threads : ms_pool_cores());
+    ms_k_cpu_set_threads(a.threads > 0 ? (int)a.threads : ms_k_cpu_cores());
 
     char sha[65];
     char *tmp = NULL;

@@ -1,6 +1,9 @@
 /* ms_qdot.h — quantized matmul with 8-bit activations (ggml's vec_dot with
  * q8 activations): y[n, m] = x[n, k] · Wᵀ with W in its stored block format
- * (ms_quant.h) and x quantized once to int8 blocks of 32.
+ * (ms_qweight.h) and x quantized once to int8 blocks of 32. Internal to
+ * kernels/: callers reach it through the backend table (ms_k_backend.h:
+ * ms_k_act is ms_q8_act, act_quantize, linear with xq, linear_multi,
+ * linear_rows, pack).
  *
  * Activations. Each x row is cut into blocks of 32 elements; block b gets one
  * f32 scale d_b = max|x|/127 and int8 q = round(x/d_b) (|q| ≤ 127), and the
@@ -81,13 +84,15 @@
 #ifndef MS_QDOT_H
 #define MS_QDOT_H
 
+#include "ms_k_backend.h"
 #include "ms_quant.h"
 
 /* Elements per activation block; blocks per group (see the layout above). */
 enum { MS_Q8_BLOCK = 32, MS_Q8_GROUP = 16 };
 
-/* Quantized activations. Owns q, d, s when made by ms_q8_act_alloc. */
-typedef struct {
+/* Quantized activations. Owns q, d, s when made by ms_q8_act_alloc. The
+ * struct is the backend table's opaque ms_k_act (ms_k_backend.h). */
+struct ms_k_act {
     int64_t n, k;       /* rows and elements a row, of the last ms_q8_quantize */
     int64_t cap_groups; /* capacity: rows × groups a row, summed */
     int8_t *q;          /* [n][512·groups(k)], the transposed layout above (64-byte aligned) */
@@ -119,7 +124,8 @@ typedef struct {
     int32_t *zw;        /* [n][k/64][2]: pair P's words of two 16-bit halves (block 2P low, 2P + 1
                          * high): 2^e_b (a 16-bit multiply by it, not a variable shift); 8·Q_b,
                          * Q_b = Σ_{e∈b} qk = sk_b >> e_b */
-} ms_q8_act;
+};
+typedef struct ms_k_act ms_q8_act;
 
 /* Groups of 16 blocks a row of k elements takes (k a multiple of 32). */
 int64_t ms_q8_groups(int64_t k);
@@ -149,12 +155,8 @@ void ms_qdot_linear(float *y, const ms_q8_act *x, const ms_qweight *w, const flo
  * outs[i].y [n, outs[i].w->m] = x · outs[i].wᵀ (+ outs[i].b), each exactly
  * as ms_qdot_linear computes it (the same bits), with one wait for the
  * threads instead of one per product. 1 ≤ count ≤ MS_QDOT_MULTI_MAX. */
-enum { MS_QDOT_MULTI_MAX = 4 };
-typedef struct {
-    float *y;
-    const ms_qweight *w;
-    const float *b;
-} ms_qdot_out;
+enum { MS_QDOT_MULTI_MAX = MS_K_LINEAR_MULTI_MAX };
+typedef ms_k_linear_out ms_qdot_out; /* the backend's linear_multi passes its outs through */
 void ms_qdot_linear_multi(const ms_qdot_out *outs, int count, const ms_q8_act *x);
 /* The same over a subset of W's rows: y[n, n_rows], column j = row rows[j]. */
 void ms_qdot_linear_rows(float *y, const ms_q8_act *x, const ms_qweight *w, const int32_t *rows, int64_t n_rows);
