@@ -1,4 +1,4 @@
-/* test_qdot.c — quantized matmul with 8-bit activations (kernels/ms_qdot.h).
+/* test_qdot.c — quantized matmul with 8-bit activations (kernels/cpu/ms_qdot.h).
  *
  *  1. ms_q8_quantize against the header's definition, recomputed here: d =
  *     max|x|/127 bitwise, |q − x/d| ≤ 1/2, |q| ≤ 127, s = Σq, the transposed

@@ -1,4 +1,4 @@
-/* test_quant.c — block formats (kernels/ms_quant.h) against independent data.
+/* test_quant.c — block formats (kernels/ms_qweight.h, kernels/cpu/ms_quant.h) against independent data.
  *
  *  1. golden: seeded random blocks of every type, dequantized by
  *     ms_q_dequant_ref, equal bit for bit to the `gguf` package's numpy
