@@ -28,7 +28,11 @@
 # had 10 speculative rounds of 46 and four modes accepted no token at all, so
 # their equality with AR tested almost nothing. One more run, dynamic-tree-cost,
 # keeps the cost policy; since what it verifies follows measured times, it
-# must only show speculative rounds and no draft failure.
+# must only show speculative rounds in the run and no draft failure. Not in
+# every prompt: the gate outlives a request, and where the draft's rounds
+# lose on this machine (Gemma's layer-skip draft with the AVX2 kernels: 13
+# speculative rounds in prompt 0, then the gate closed) the next prompt
+# rightly starts without the draft.
 #
 # Exit 77 only when pip cannot reach a model's packages (install-models.sh
 # exit 3); any other install failure (a sha256 mismatch, an unwritable cache)
@@ -87,20 +91,24 @@ gen() { # NAME ARGS... → $tmp/NAME.jsonl (ids), $tmp/NAME.stats (one line per 
     { tail -20 "$tmp/$name.err" >&2; return 1; }
 }
 # spec_ran NAME [cost] — prints the run's speculation counts; fails unless
-# each of the n requests had a speculative round and no draft failure, and
-# (except under the cost policy) the run accepted at least one draft token.
+# no request had a draft failure and each of the n requests had a speculative
+# round and the run accepted at least one draft token (under the cost policy:
+# the run had a speculative round).
 spec_ran() {
   python3 - "$tmp/$1.stats" "$n" "${2:-all}" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 bad = [] if len(rows) == int(sys.argv[2]) else ["%d stats lines for %s prompts" % (len(rows), sys.argv[2])]
+cost = sys.argv[3] == "cost"
 for r in rows:
     if r["draft_failed"] is not False:
         bad.append("prompt %d: draft_failed" % r["index"])
-    if r["spec_rounds"] <= 0:
+    if r["spec_rounds"] <= 0 and not cost:
         bad.append("prompt %d: no speculative round" % r["index"])
 spec, acc = sum(r["spec_rounds"] for r in rows), sum(r["accepted"] for r in rows)
-if acc <= 0 and sys.argv[3] != "cost":
+if cost and spec <= 0:
+    bad.append("no speculative round in the run")
+if acc <= 0 and not cost:
     bad.append("no draft token accepted")
 print("%d spec rounds of %d, %d draft tokens accepted" % (spec, sum(r["rounds"] for r in rows), acc))
 if bad:
