@@ -1,11 +1,9 @@
 /* microspec-draft — the draft node: connects to the target over the link and
  * drafts a tree per round (docs/architecture.md §4, §6 `sync`). */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ms_config.h"

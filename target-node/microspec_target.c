@@ -1,10 +1,8 @@
 /* microspec-target — the target node: serves the OpenAI-compatible HTTP API,
  * verifies the draft node's trees, and finishes alone whenever the draft is
  * gone, slow or wrong (docs/architecture.md §4, §7). */
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
