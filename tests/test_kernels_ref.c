@@ -5,6 +5,7 @@
  * fail (the sampling chi-square test also shows it rejects a wrong
  * distribution). Seeded, deterministic.
  */
+#include "ms_isa.h"
 #include "ms_kernels.h"
 #include "ref_model.h"
 
@@ -755,6 +756,62 @@ static void test_attention(const ms_k_ops *ops, ms_rng *r) {
     printf("attention: max abs diff %.3g\n", worst);
 }
 
+/* The attention op's copies per instruction-set level (ms_k_hot.h) give
+ * the scalar copy's bits: every level this CPU has against MS_ISA=scalar,
+ * decode and tree shapes at real head sizes (Qwen 128, Gemma 256) and
+ * contexts with tails of every length, 1 and 2 threads. */
+static void test_attention_isa(const ms_k_ops *ops, ms_rng *r) {
+    const ms_isa cpu = ms_isa_cpu(), was = ms_isa_active();
+    /* n_q, ctx, H, KV, hd */
+    const int64_t shapes[][5] = {{1, 350, 12, 2, 128}, {8, 301, 12, 2, 128}, {1, 77, 4, 1, 256},
+                                 {5, 19, 6, 3, 20},    {1, 0, 2, 1, 8},      {3, 133, 3, 1, 72}};
+    int levels = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        ms_k_attn_shape s = {.n_q = shapes[si][0], .ctx = shapes[si][1], .n_heads = shapes[si][2],
+                             .n_kv_heads = shapes[si][3], .head_dim = shapes[si][4]};
+        s.scale = (float)(1.0 / sqrt((double)s.head_dim));
+        const int64_t rows = s.ctx + s.n_q, qn = s.n_q * s.n_heads * s.head_dim, kn = rows * s.n_kv_heads * s.head_dim;
+        float *q = malloc((size_t)qn * sizeof(float)), *kc = malloc((size_t)kn * sizeof(float));
+        float *vc = malloc((size_t)kn * sizeof(float)), *want = malloc((size_t)qn * sizeof(float));
+        float *out = malloc((size_t)qn * sizeof(float));
+        float *scratch = malloc((size_t)(rows * MS_K_ATTN_PARTS) * sizeof(float));
+        fill_normal(r, q, qn, 1.5f);
+        fill_normal(r, kc, kn, 1.5f);
+        fill_normal(r, vc, kn, 1.0f);
+        uint64_t mask[64];
+        s.mask_back = s.n_q > 1 ? 7 : 0;
+        for (int64_t i = 0; i < s.n_q; i++) {
+            mask[i] = (uint64_t)1 << (s.mask_back + i);
+            for (int64_t j = 0; j < s.mask_back + i; j++)
+                if (ms_rng_u64(r) & 1) mask[i] |= (uint64_t)1 << j;
+        }
+        for (int with_mask = 0; with_mask < (s.n_q > 1 ? 2 : 1); with_mask++) {
+            const uint64_t *m = with_mask ? mask : NULL;
+            MS_ASSERT(ms_isa_set(MS_ISA_SCALAR));
+            ops->attention(ops->ctx, want, q, kc, vc, &s, m, scratch);
+            for (int l = 1; l < MS_ISA_COUNT; l++) {
+                if (!ms_isa_includes(cpu, (ms_isa)l) || !ms_isa_set((ms_isa)l)) continue;
+                for (int threads = 1; threads <= 2; threads++) {
+                    ms_k_cpu_set_threads(threads);
+                    s.scratch_parts = threads > 1 ? MS_K_ATTN_PARTS : 0;
+                    ops->attention(ops->ctx, out, q, kc, vc, &s, m, scratch);
+                    int differ = 0;
+                    for (int64_t i = 0; i < qn; i++) differ += memcmp(&out[i], &want[i], sizeof(float)) != 0;
+                    CHECK(differ == 0, "attention on %s, %d thread(s), n_q %lld ctx %lld hd %lld mask %d: %d outputs "
+                          "differ from the scalar copy", ms_isa_name((ms_isa)l), threads, (long long)s.n_q,
+                          (long long)s.ctx, (long long)s.head_dim, with_mask, differ);
+                    levels++;
+                }
+                s.scratch_parts = 0;
+                ms_k_cpu_set_threads(1);
+            }
+        }
+        free(q), free(kc), free(vc), free(want), free(out), free(scratch);
+    }
+    MS_ASSERT(ms_isa_set(was));
+    printf("attention: %d runs on the SIMD levels of this CPU bitwise equal to the scalar copy\n", levels);
+}
+
 static void test_embed(const ms_k_ops *ops, ms_rng *r) {
     int64_t V = 29, d = 13, n = 7;
     const ms_dtype dts[] = {MS_DTYPE_F32, MS_DTYPE_F16, MS_DTYPE_BF16};
@@ -813,6 +870,7 @@ int main(void) {
         test_rope_op(ops, &r);
         test_attention(ops, &r);
         test_attention_tree(ops, &r);
+        test_attention_isa(ops, &r);
         test_embed(ops, &r);
         test_move_rows(ops, &r);
     }

@@ -141,11 +141,27 @@ static inline float exp_neg(float x) {
  * one dependent add per element under strict IEEE evaluation: at head_dim
  * 128 over a few hundred cached rows that made attention a sixth of a
  * decode step. The order depends only on n, so a (row, head) pair gets the
- * same bits alone or in a batch. */
-typedef float ms_v16 __attribute__((vector_size(64)));
+ * same bits alone or in a batch.
+ *
+ * The 16 lanes are held as LV_N pieces of the widest vector every copy of
+ * ms_k_hot.h handles natively (x86: 8 floats, a ymm; else 4, a NEON or SSE
+ * register): a 64-byte vector in the AVX2 copy was split by the compiler
+ * through the stack (stores of pieces reloaded whole, the accumulators
+ * spilled each row), and attention took 28 % of a decode step at a 350-token
+ * context on the AVX2 path. Lane l is element l mod LV_W of piece l / LV_W,
+ * so every lane sees the same operations as before: the same bits. */
+#if defined(__x86_64__)
+#define LV_W 8
+#else
+#define LV_W 4
+#endif
+#define LV_N (16 / LV_W)
+typedef float ms_lv __attribute__((vector_size(4 * LV_W)));
 
 /* l[16] plus the tail (a·b, or a where b is NULL) in lanes 0.., folded. */
-MS_INLINE float lanes_fold(float *l, const float *a, const float *b, int64_t tail) {
+MS_INLINE float lanes_fold(const ms_lv *p, const float *a, const float *b, int64_t tail) {
+    float l[16];
+    memcpy(l, p, sizeof l);
     for (int64_t e = 0; e < tail; e++) l[e] += b ? a[e] * b[e] : a[e];
     for (int w = 8; w >= 1; w /= 2)
         for (int i = 0; i < w; i++) l[i] += l[i + w];
@@ -153,28 +169,26 @@ MS_INLINE float lanes_fold(float *l, const float *a, const float *b, int64_t tai
 }
 
 MS_INLINE float dot_lanes(const float *a, const float *b, int64_t n) {
-    ms_v16 p = {0}, va, vb;
+    ms_lv p[LV_N] = {{0}}, va, vb;
     int64_t e = 0;
-    for (; e + 16 <= n; e += 16) {
-        memcpy(&va, a + e, sizeof(va));
-        memcpy(&vb, b + e, sizeof(vb));
-        p += va * vb;
-    }
-    float l[16];
-    memcpy(l, &p, sizeof(l));
-    return lanes_fold(l, a + e, b + e, n - e);
+    for (; e + 16 <= n; e += 16)
+        for (int j = 0; j < LV_N; j++) {
+            memcpy(&va, a + e + LV_W * j, sizeof va);
+            memcpy(&vb, b + e + LV_W * j, sizeof vb);
+            p[j] += va * vb;
+        }
+    return lanes_fold(p, a + e, b + e, n - e);
 }
 
 MS_INLINE float sum_lanes(const float *a, int64_t n) {
-    ms_v16 p = {0}, va;
+    ms_lv p[LV_N] = {{0}}, va;
     int64_t e = 0;
-    for (; e + 16 <= n; e += 16) {
-        memcpy(&va, a + e, sizeof(va));
-        p += va;
-    }
-    float l[16];
-    memcpy(l, &p, sizeof(l));
-    return lanes_fold(l, a + e, NULL, n - e);
+    for (; e + 16 <= n; e += 16)
+        for (int j = 0; j < LV_N; j++) {
+            memcpy(&va, a + e + LV_W * j, sizeof va);
+            p[j] += va;
+        }
+    return lanes_fold(p, a + e, NULL, n - e);
 }
 
 /* out[e] = Σ_t p[t]·v[row(t)·stride + e] for e < n, summed over t in order;
@@ -187,20 +201,21 @@ MS_INLINE const float *row_at(const float *v, int64_t t, int64_t stride, int64_t
 
 MS_INLINE void weighted_rows(float *out, const float *p, const float *v, int64_t rows, int64_t stride, int64_t n,
                              int64_t base, const int32_t *idx) {
+    enum { WR_PIECES = 8, WR_COLS = WR_PIECES * LV_W }; /* accumulators a pass: 8 registers */
     int64_t c = 0;
-    for (; c + 64 <= n; c += 64) {
-        ms_v16 a[4] = {{0}}, x;
+    for (; c + WR_COLS <= n; c += WR_COLS) {
+        ms_lv a[WR_PIECES] = {{0}}, x;
         for (int64_t t = 0; t < rows; t++) {
             const float *vr = row_at(v, t, stride, base, idx) + c;
-            for (int u = 0; u < 4; u++) {
-                memcpy(&x, vr + 16 * u, sizeof(x));
+            for (int u = 0; u < WR_PIECES; u++) {
+                memcpy(&x, vr + LV_W * u, sizeof(x));
                 a[u] += p[t] * x;
             }
         }
         memcpy(out + c, a, sizeof(a));
     }
-    for (; c + 16 <= n; c += 16) {
-        ms_v16 a = {0}, x;
+    for (; c + LV_W <= n; c += LV_W) {
+        ms_lv a = {0}, x;
         for (int64_t t = 0; t < rows; t++) {
             memcpy(&x, row_at(v, t, stride, base, idx) + c, sizeof(x));
             a += p[t] * x;
