@@ -41,6 +41,25 @@ double ms_cost_at(const ms_cost *c, int64_t n) {
 #define COST_MAGIC "microspec-verify-cost 1"
 static const int cost_rows[4] = {1, 2, 4, 8};
 
+/* v[i] = c(2^i), i < 4: each finite, positive, below 60 s, and each at least
+ * half and at most 2.5 times the one before (twice the rows never cost more
+ * than twice as much, give or take noise: a table past that was measured on
+ * a loaded machine, and a 2-row cost of 3x a plain step, read from such a
+ * file, kept every later run from ever verifying one drafted token). */
+static bool costs_plausible(const double v[4]) {
+    for (int i = 0; i < 4; i++)
+        if (!isfinite(v[i]) || !(v[i] > 0.0) || !(v[i] < 60.0) ||
+            (i > 0 && (v[i] < 0.5 * v[i - 1] || v[i] > 2.5 * v[i - 1])))
+            return false;
+    return true;
+}
+
+bool ms_cost_plausible(const ms_cost *c) {
+    double v[4];
+    for (int i = 0; i < 4; i++) v[i] = ms_cost_at(c, cost_rows[i]);
+    return costs_plausible(v);
+}
+
 bool ms_cost_load(ms_cost *c, const char *path) {
     FILE *f = path ? fopen(path, "r") : NULL;
     if (!f) return false;
@@ -51,8 +70,7 @@ bool ms_cost_load(ms_cost *c, const char *path) {
     fclose(f);
     if (!got || more || strncmp(line, COST_MAGIC " ", sizeof COST_MAGIC) != 0) return false;
     if (sscanf(line + sizeof COST_MAGIC, "%lf %lf %lf %lf%1s", &v[0], &v[1], &v[2], &v[3], tail) != 4) return false;
-    for (int i = 0; i < 4; i++)
-        if (!isfinite(v[i]) || !(v[i] > 0.0) || !(v[i] < 60.0) || (i > 0 && v[i] < 0.5 * v[i - 1])) return false;
+    if (!costs_plausible(v)) return false;
     for (int i = 0; i < 4; i++) c->c[cost_rows[i]] = v[i];
     return true;
 }

@@ -41,11 +41,14 @@ double ms_cost_at(const ms_cost *c, int64_t n);
  * threads and matmul path; the caller names it): a line
  * "microspec-verify-cost 1 C1 C2 C4 C8" (seconds for 1, 2, 4, 8 rows).
  * ms_cost_load fills c from it and returns true only when the file holds
- * exactly that with every cost finite, positive, below 60 s and none below
+ * exactly that with every cost finite, positive, below 60 s, none below
  * half the one before (measured tables can dip a little: 2 rows at 0.99x of
- * 1; anything else: false, c untouched; the caller measures again). ms_cost_save writes c's c[1], c[2], c[4], c[8] (a temporary file
+ * 1) and none above 2.5 times it (measured under load); anything else:
+ * false, c untouched; the caller measures again. ms_cost_save writes c's c[1], c[2], c[4], c[8] (a temporary file
  * renamed over path, so a reader never sees half of it). */
 bool ms_cost_load(ms_cost *c, const char *path);
+/* Whether c's costs at 1, 2, 4, 8 rows pass ms_cost_load's checks. */
+bool ms_cost_plausible(const ms_cost *c);
 ms_status ms_cost_save(const ms_cost *c, const char *path);
 
 /* The subtree of `in` worth verifying (above) into *out, nodes in their

@@ -303,25 +303,28 @@ static void drop_draft(ms_draft_port **draft, ms_gen_stats *st, uint64_t rid, co
  * rows of the root token after the committed rows, each then truncated away
  * (the KV is as before; the logits buffer is scratch). Twice for 1 and 2
  * rows, where the gap the policy weighs is smallest; the minimum. About 10
- * decode steps; larger trees are extrapolated until a verify measures them. */
+ * decode steps; larger trees are extrapolated until a verify measures them.
+ * A table that fails ms_cost_plausible (another process took the cores
+ * meanwhile) is measured again, up to twice, each size keeping its minimum. */
 static ms_status calibrate(ms_tgt *t, int32_t root) {
     ms_model *m = t->model;
     const int64_t len0 = ms_model_len(m);
     int32_t tok[MS_TREE_MAX];
     for (int i = 0; i < MS_TREE_MAX; i++) tok[i] = root;
     const uint64_t t0 = ms_now_ns();
-    for (int64_t n = 1; n <= 8; n *= 2) {
-        if (len0 + n > ms_model_max_ctx(m) || n > ms_model_max_batch(m)) break;
-        double best = 0.0;
-        for (int rep = 0; rep < (n <= 2 ? 2 : 1); rep++) {
-            const uint64_t a = ms_now_ns();
-            MS_TRY(ms_model_forward(m, tok, n, NULL, NULL, MS_LOGITS_ALL, t->logits));
-            const double dt = (double)(ms_now_ns() - a) * 1e-9;
-            MS_TRY(ms_model_truncate(m, len0));
-            if (rep == 0 || dt < best) best = dt;
+    double best[9] = {0};
+    for (int pass = 0; pass < 3 && (pass == 0 || !ms_cost_plausible(&t->cost)); pass++)
+        for (int64_t n = 1; n <= 8; n *= 2) {
+            if (len0 + n > ms_model_max_ctx(m) || n > ms_model_max_batch(m)) break;
+            for (int rep = 0; rep < (n <= 2 ? 2 : 1); rep++) {
+                const uint64_t a = ms_now_ns();
+                MS_TRY(ms_model_forward(m, tok, n, NULL, NULL, MS_LOGITS_ALL, t->logits));
+                const double dt = (double)(ms_now_ns() - a) * 1e-9;
+                MS_TRY(ms_model_truncate(m, len0));
+                if (best[n] == 0.0 || dt < best[n]) best[n] = dt;
+            }
+            t->cost.c[n] = best[n];
         }
-        ms_cost_observe(&t->cost, n, best);
-    }
     t->calibrated = true;
     keep_cost(t);
     char what[64];

@@ -325,6 +325,7 @@ static void test_cost_file(void) {
         "microspec-verify-cost 1 0.03 -0.036 0.06 0.1\n",       /* negative */
         "microspec-verify-cost 1 0.03 0.012 0.06 0.1\n",        /* 2 rows under half of 1 */
         "microspec-verify-cost 1 0.03 0.036 0.06 1e300\n",      /* absurd */
+        "microspec-verify-cost 1 0.0406 0.1206 0.1606 0.1355\n", /* 2 rows 3x 1 (written under load, 2026-11-28) */
         "microspec-verify-cost 1 0.03 0.036 0.06 0.1x\n",       /* trailing junk */
         "microspec-verify-cost 1 0.03 0.036 0.06 0.1\nmore\n", /* a second line */
     };
