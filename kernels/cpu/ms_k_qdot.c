@@ -66,6 +66,7 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     a->qa = aligned_alloc(64, qb);
     a->qp = aligned_alloc(64, pb);
     a->h6 = aligned_alloc(64, 2 * fb);
+    a->h6p = aligned_alloc(64, fb);
     if (a->qp) memset(a->qp, 0, pb);
     a->d = aligned_alloc(64, fb);
     a->s = aligned_alloc(64, fb);
@@ -78,8 +79,8 @@ ms_status ms_q8_act_alloc(ms_q8_act *a, int64_t max_n, int64_t max_k) {
     if (!ms_mul_size(((size_t)max_n + 7) / 8 * 8, (size_t)g * 2 * GROUP_Q, &zb)) zb = 0;
     a->qz = aligned_alloc(64, zb ? zb : 64);
     a->zw = aligned_alloc(64, zb ? zb / 16 : 64); /* 8 bytes a pair of 64 elements */
-    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->h6 || !a->qk || !a->uk || !a->ek || !a->sk || !a->qz ||
-        !a->zw) {
+    if (!a->q || !a->qa || !a->qp || !a->d || !a->s || !a->h6 || !a->h6p || !a->qk || !a->uk || !a->ek || !a->sk ||
+        !a->qz || !a->zw) {
         MS_LOG_ERROR("out of memory allocating q8 activations (%lld rows of %lld)", (long long)max_n,
                      (long long)max_k);
         ms_q8_act_free(a);
@@ -95,6 +96,7 @@ void ms_q8_act_free(ms_q8_act *a) {
     free(a->qa);
     free(a->qp);
     free(a->h6);
+    free(a->h6p);
     free(a->d);
     free(a->s);
     free(a->qk);
@@ -124,7 +126,7 @@ static void quant_range(void *arg, int64_t i0, int64_t i1) {
         int8_t *qg = a->q + (size_t)i * GROUP_Q, *qag = a->qa + (size_t)i * GROUP_Q;
         int8_t *pr = a->qp + (size_t)(r * g) * GROUP_Q;
         float *dr = a->d + r * g * GROUP;
-        int32_t *hr = a->h6 + 2 * r * g * GROUP;
+        int32_t *hr = a->h6 + 2 * r * g * GROUP, *hp = a->h6p + r * g * GROUP;
         int32_t *sr = a->s + r * g * GROUP;
         for (int64_t b = G * GROUP; b < (G + 1) * GROUP; b++) {
             const int j = (int)(b % GROUP);
@@ -134,13 +136,14 @@ static void quant_range(void *arg, int64_t i0, int64_t i1) {
                 for (int e = 0; e < QK / 2; e++) h += pr[b * QK + e];
                 hr[2 * b] = -32 * h;
                 hr[2 * b + 1] = -32 * (sr[b] - h);
+                hp[b] = (int32_t)((uint32_t)(uint16_t)(int16_t)-h | (uint32_t)(uint16_t)(int16_t)(h - sr[b]) << 16);
             } else { /* padding: contributes +0 to its lane */
                 for (int t = 0; t < 8; t++) memset(qg + 64 * t + 4 * j, 0, 4);
                 memset(qag + pair_offset(j), 0, QK);
                 memset(pr + b * QK, 0, QK);
                 dr[b] = 0.0f;
                 sr[b] = 0;
-                hr[2 * b] = hr[2 * b + 1] = 0;
+                hr[2 * b] = hr[2 * b + 1] = hp[b] = 0;
             }
         }
     }

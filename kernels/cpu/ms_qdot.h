@@ -105,7 +105,10 @@ struct ms_k_act {
                          * −32·Σ_{e<16} q and −32·Σ_{e≥16} q: where Q6_K's VNNI path starts its
                          * halves' sums (its two 16-element scales need them apart; read from
                          * memory, the start is a broadcast load, not a vector ALU operation) */
-    bool has_b;         /* the last quantize filled the block form above (q, qa, qp, d, s, h6) */
+    int32_t *h6p;       /* [n][16·groups(k)] the same two sums ÷ 32 as int16 halves of one word (low:
+                         * −Σ_{e<16} q, high: −Σ_{e≥16} q; |·| ≤ 2032): the AVX2 Q6_K path's
+                         * one vpmaddwd against its two scales, from a broadcast load */
+    bool has_b;         /* the last quantize filled the block form above (q, qa, qp, d, s, h6, h6p) */
     /* The per-super-block form (Q4_K), made when k is a multiple of 256: */
     bool has_k;         /* the last ms_q8_quantize filled qk, dk, sk */
     int8_t *qk;         /* [n][512·groups(k)] qk in element order (row stride 512·groups) */

@@ -269,8 +269,8 @@ Q2_INLINE void kq4_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
  * vpmaddubsw per quad (|·| ≤ 2·63·127 = 16002), two quads added in int16
  * (≤ 32004 < 2^15), then vpmaddwd by sc₀ (quads 0-3) or sc₁ (4-7) in both
  * 16-bit halves: Σ_halves sc·Σ(q·x); the offset −32 enters as one vpmaddwd
- * of (sc₀, sc₁) with x's (−Σ_{e<16} x, −Σ_{e≥16} x) (from h6 = −32·Σ, exact
- * >> 5), << 5. That is the twin's sumi = sc₀·lo + sc₁·hi exactly (< 2^24);
+ * of (sc₀, sc₁) with x's (−Σ_{e<16} x, −Σ_{e≥16} x) (the quantizer's h6p word,
+ * one broadcast load), << 5. That is the twin's sumi = sc₀·lo + sc₁·hi exactly (< 2^24);
  * then term = (d·dx)·(float)sumi into accumulator b mod 16 (8·(S mod 2) + j),
  * the twin's order and tree. */
 
@@ -290,11 +290,6 @@ Q2_INLINE __m256i q2_q6_quad(__m256i ql, __m256i qh, int c) {
                                 : _mm256_srli_epi16(qh, 2);
     return _mm256_or_si256(_mm256_and_si256(nib, _mm256_set1_epi8(0x0F)),
                            _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
-}
-
-/* An int16 pair (lo, hi) as one 32-bit word. */
-static inline int32_t pair16(int32_t lo, int32_t hi) {
-    return (int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16);
 }
 
 /* NT x rows from i0 against the tile at pk (mt of its rows), both halves
@@ -347,8 +342,7 @@ Q2_INLINE void kq6_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt,
                             _mm256_add_epi32(_mm256_madd_epi16(la, s0), _mm256_madd_epi16(lb, s0)),
                             _mm256_add_epi32(_mm256_madd_epi16(ha, s1), _mm256_madd_epi16(hb, s1)));
                         /* −32·(sc₀·Σ_{e<16} x + sc₁·Σ_{e≥16} x) */
-                        const __m256i off = _mm256_madd_epi16(
-                            sp, _mm256_set1_epi32(pair16(x->h6[2 * xb] >> 5, x->h6[2 * xb + 1] >> 5)));
+                        const __m256i off = _mm256_madd_epi16(sp, _mm256_set1_epi32(x->h6p[xb]));
                         si = _mm256_add_epi32(si, _mm256_slli_epi32(off, 5));
                         const __m256 term =
                             _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d[xb])), _mm256_cvtepi32_ps(si));
