@@ -16,6 +16,13 @@
 #include <strings.h>
 #include <unistd.h>
 
+/* Clang contracts a·b + c into an FMA where the target has one (the AVX-512
+ * copies of ms_k_hot.h): off, so every copy computes the same bits (GCC does
+ * not contract in ISO C mode). */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* Hot loops are compiled for AVX-512 / AVX2 / baseline and picked per call by
  * the active ISA level (ms_k_hot.h); the arithmetic is the same. */
 /* Helpers of hot loops: inlined, so each clone gets them for its target. */
