@@ -169,27 +169,26 @@ typedef float ms_lv4 __attribute__((vector_size(16)));
 typedef float ms_lv2 __attribute__((vector_size(8)));
 
 /* The 16 lanes plus the tail (a·b, or a where b is NULL) in lanes 0..,
- * folded by halves: l + 8, + 4, + 2, + 1. Without a tail (head_dim a
- * multiple of 16: every real model's scores) the fold stays in registers,
- * the same additions lane for lane (through memory it was a chain of
- * store-to-load waits, once per attention score). */
+ * folded by halves on vectors: l + 8, + 4, + 2, + 1 (a scalar loop over
+ * the lanes in memory was a chain of store-to-load waits, once per
+ * attention score). */
 MS_INLINE float lanes_fold(const ms_lv *p, const float *a, const float *b, int64_t tail) {
-    if (tail == 0) {
-#if LV_W == 8
-        const ms_lv s8 = p[0] + p[1];
-        const ms_lv4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
-#else
-        const ms_lv4 s4 = (p[0] + p[2]) + (p[1] + p[3]);
-#endif
-        const ms_lv2 s2 = __builtin_shufflevector(s4, s4, 0, 1) + __builtin_shufflevector(s4, s4, 2, 3);
-        return s2[0] + s2[1];
+    ms_lv q[LV_N];
+    memcpy(q, p, sizeof q);
+    if (tail > 0) {
+        float l[16];
+        memcpy(l, p, sizeof l);
+        for (int64_t e = 0; e < tail; e++) l[e] += b ? a[e] * b[e] : a[e];
+        memcpy(q, l, sizeof q);
     }
-    float l[16];
-    memcpy(l, p, sizeof l);
-    for (int64_t e = 0; e < tail; e++) l[e] += b ? a[e] * b[e] : a[e];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++) l[i] += l[i + w];
-    return l[0];
+#if LV_W == 8
+    const ms_lv s8 = q[0] + q[1];
+    const ms_lv4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+#else
+    const ms_lv4 s4 = (q[0] + q[2]) + (q[1] + q[3]);
+#endif
+    const ms_lv2 s2 = __builtin_shufflevector(s4, s4, 0, 1) + __builtin_shufflevector(s4, s4, 2, 3);
+    return s2[0] + s2[1];
 }
 
 MS_INLINE float dot_lanes(const float *a, const float *b, int64_t n) {
