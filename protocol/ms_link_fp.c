@@ -38,14 +38,11 @@ static void fnv_key(fnv *f, const ms_gguf *g, const char *key) {
     /* by the key's own type: a getter of another type logs an error (the
      * demo's target log read "type bool, expected an integer" at start) */
     const int64_t at = ms_gguf_find(g, key);
-    const ms_gguf_vtype t = at >= 0 ? ms_gguf_kv_type(g, at) : MS_GGUF_BOOL;
-    if (at < 0) fnv_u64(f, 0xA85E47ull);
-    else if (t == MS_GGUF_STRING && ms_gguf_get_str(g, key, &s, &len) == MS_OK) fnv_bytes(f, s, len);
+    const ms_gguf_vtype t = at >= 0 ? ms_gguf_kv_type(g, at) : MS_GGUF_ARRAY;
+    const bool is_int = t <= MS_GGUF_I32 || t == MS_GGUF_U64 || t == MS_GGUF_I64;
+    if (t == MS_GGUF_STRING && ms_gguf_get_str(g, key, &s, &len) == MS_OK) fnv_bytes(f, s, len);
+    else if (is_int && ms_gguf_get_i64(g, key, &i) == MS_OK) fnv_u64(f, (uint64_t)i);
     else if (t == MS_GGUF_BOOL && ms_gguf_get_bool(g, key, &b) == MS_OK) fnv_u64(f, b ? 1u : 0u);
-    else if (t <= MS_GGUF_I32 || t == MS_GGUF_U64 || t == MS_GGUF_I64) {
-        if (ms_gguf_get_i64(g, key, &i) == MS_OK) fnv_u64(f, (uint64_t)i);
-        else fnv_u64(f, 0xA85E47ull); /* a U64 past INT64_MAX */
-    }
     else fnv_u64(f, 0xA85E47ull);
 }
 
