@@ -48,7 +48,7 @@ typedef struct {
     int64_t drafted_max;          /* the most draft tokens in one spec round's tree */
     int64_t pruned;               /* draft tokens the cost policy left unverified, summed over spec rounds */
     int64_t plain_rounds;         /* spec rounds the cost policy verified as a plain decode step (root only) */
-    int64_t skipped_rounds;       /* rounds the cost policy asked the draft to make without its model */
+    int64_t skipped_rounds;       /* rounds drafted without the model: the cost policy's or the draft's own (n-gram first) */
     int64_t vocab_sum, vocab_max; /* active draft vocabulary over spec rounds */
     int64_t covered, emitted;     /* coverage numerator / denominator (from the draft) */
     double prefill_s, draft_backbone_s, draft_head_s, vocab_s, verify_s, accept_s, total_s;

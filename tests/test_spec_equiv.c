@@ -312,6 +312,46 @@ static void run_group(group *g, const draft_spec *ds, int64_t n_ds) {
 
 /* ---- groups ------------------------------------------------------------- */
 
+/* The merged draft's n-gram-first rule (draft-node/ms_draft.c): a round
+ * whose n-gram proposal is confident goes without the model (the tree's
+ * backbone time is 0, the n-gram chain under the root), one without a
+ * proposal runs it; the model's skipped rows are committed by the next
+ * round that runs it. Scripted on the port, as the target drives it. */
+static void ngram_first_check(const char *dir) {
+    ms_dft_opts o = ms_dft_opts_default();
+    o.kind = MS_DRAFT_LAYERSKIP;
+    o.model_dir = o.target_dir = dir;
+    o.layers = 1;
+    o.ngram = true;
+    o.tree.depth = 3;
+    ms_dft *d = NULL;
+    ms_status s = ms_dft_new(&o, &d);
+    SPEC_CHECK(s >= 0, "n-gram first: ms_dft_new: %s", ms_status_str(s));
+    if (s < 0) return;
+    ms_draft_port port = ms_dft_port(d);
+    /* 40 tokens, then their first 12 again and the 13th as the root: the suffix matches with 12 tokens of context */
+    int32_t prompt[52];
+    for (int i = 0; i < 40; i++) prompt[i] = 20 + (int32_t)((i * 37) % 400);
+    for (int i = 0; i < 12; i++) prompt[40 + i] = prompt[i];
+    ms_msg_begin b = {.request_id = 3, .prompt = prompt, .n_prompt = 52, .root = prompt[12]};
+    ms_msg_tree tm;
+    s = port.begin(port.ctx, &b);
+    if (s >= 0) s = port.draft(port.ctx, 3, 1, &tm);
+    SPEC_CHECK(s >= 0 && tm.stats.backbone_ns == 0 && tm.tree.n > 2 && tm.tree.token[1] == prompt[13] &&
+                   tm.tree.token[2] == prompt[14],
+               "n-gram first: a confident copy drafted without the model (backbone %llu ns, %lld nodes)",
+               (unsigned long long)tm.stats.backbone_ns, (long long)tm.tree.n);
+    /* the target emits something else: no proposal now, the model runs (and commits the prompt first) */
+    ms_msg_verify v = {.request_id = 3, .round = 1, .n_path = 1, .path = {0}, .bonus = 7};
+    if (s >= 0) s = port.accept(port.ctx, &v);
+    if (s >= 0) s = port.draft(port.ctx, 3, 2, &tm);
+    SPEC_CHECK(s >= 0 && tm.stats.backbone_ns > 0 && tm.tree.n > 1,
+               "n-gram first: without a proposal the model drafts (backbone %llu ns, %lld nodes)",
+               (unsigned long long)tm.stats.backbone_ns, (long long)tm.tree.n);
+    port.end(port.ctx, 3);
+    ms_dft_free(&d);
+}
+
 static void stories_group(const char *tmp, bool small) {
     char dir[512];
     ms_status s = spec_convert_stories(tmp, dir, sizeof dir);
@@ -321,6 +361,7 @@ static void stories_group(const char *tmp, bool small) {
     }
     SPEC_CHECK(s >= 0, "convert stories260K");
     if (s < 0) return;
+    ngram_first_check(dir);
     char **texts = NULL;
     int64_t n_texts = 0;
     s = spec_bench_prompts(24, &texts, &n_texts);
