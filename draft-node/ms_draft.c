@@ -639,10 +639,11 @@ static bool ngram_graft(ms_dft *d) {
  * Where the answer copies the prompt or itself, the model's draft steps
  * there add little to a free draft that is already accepted; the model runs
  * where the free source has nothing confident. 10 HumanEval chats, 192
- * tokens, 2 passes (Zen 4 VM, 2 threads; results/gguf/attention-2026-11-28.md, last sections):
- * the defaults 41.95 -> 44.69 tok/s on the AVX2 path, 48.92 -> 53.80 on
- * AVX-512, texts identical. Not in a pre-draft (overlap: the model's rows
- * are drafted before the verdict that would name the root). */
+ * tokens, 2 passes, alternating (Zen 4 VM, 2 threads;
+ * results/gguf/attention-2026-11-28.md, last section): the defaults
+ * 41.40 -> 43.27 tok/s on the AVX2 path, 50.42 -> 55.22 on AVX-512, texts
+ * identical. Not in a pre-draft (overlap: the model's rows are drafted
+ * before the verdict that would name the root). */
 #define NGRAM_FIRST_E 1.0
 
 static double ngram_expect(const float *logp, int64_t n) {
