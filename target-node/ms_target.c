@@ -557,8 +557,9 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             draft_s = (double)port_ns * 1e-9;
             port_ns = 0;
         }
-        /* a tree the draft made without its model on its own (its n-gram part was confident: ms_draft.c) */
-        if (spec && gated && !skip_model && tm.stats.backbone_ns == 0) st->skipped_rounds++;
+        /* a tree the draft made without its model on its own (its n-gram part was confident: ms_draft.c),
+         * under any policy: the draft applies that rule with or without the gate */
+        if (spec && !draft->model_free && !skip_model && tm.stats.backbone_ns == 0) st->skipped_rounds++;
         if (!spec) ms_tree_root(&tm.tree, root); /* a one-node tree: plain autoregressive step */
         const ms_tree *tree = &tm.tree;
         MS_TRY_GOTO(s, plan_verify(t, p, st, spec, root, &kept, kept_of, &tree), out);
