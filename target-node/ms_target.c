@@ -584,6 +584,11 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             st->skipped_rounds += skip_model;
         }
         if (spec) count_spec_round(st, tree->n, n_path, &tm.stats);
+        MS_LOG_DEBUG("request %llu round %lld: drafted %lld (model %s), verified %lld rows in %.2f ms, accepted %lld, "
+                     "port %.2f ms, next round %s the model",
+                     (unsigned long long)rid, (long long)round, (long long)(spec ? tm.tree.n - 1 : 0),
+                     spec && tm.stats.backbone_ns ? "ran" : "off", (long long)tree->n, (double)(b - a) * 1e-6,
+                     (long long)(n_path - 1), draft_s * 1e3, skip_model ? "without" : "with");
 
         int32_t out_ids[MS_TREE_MAX + 1];
         for (int64_t k = 1; k < n_path; k++) out_ids[k - 1] = tree->token[path[k]];

@@ -15,6 +15,10 @@
 #   --passes N       rounds over the rows, every other one backwards
 #                    (AR sync overlap, overlap sync AR, ...): default 2
 #   --draft-kind K   the draft's kind (default lm+ngram, as --draft's default)
+#   --form F         how a task becomes a chat: code (default; as
+#                    tools/bench/bench_pair.sh asks: "Complete the following
+#                    Python function. Reply with code only." and the prompt)
+#                    or bare (the HumanEval prompt alone, as the driver sends it)
 #   --out FILE       the report (default build/bench/twohosts.md; per request
 #                    beside it as FILE without .md + .jsonl)
 #
@@ -25,7 +29,7 @@
 # kernels of both nodes (e.g. avx2).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-n=5 tok=192 passes=2 kind=lm+ngram out=$root/build/bench/twohosts.md
+n=5 tok=192 passes=2 kind=lm+ngram form=code out=$root/build/bench/twohosts.md
 die() { echo "bench_twohosts: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -34,12 +38,14 @@ while [ $# -gt 0 ]; do
     --tokens) tok=$2; shift 2 ;;
     --passes) passes=$2; shift 2 ;;
     --draft-kind) kind=$2; shift 2 ;;
+    --form) form=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "bench_twohosts: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [[ "$n" =~ ^[1-9][0-9]*$ && "$tok" =~ ^[1-9][0-9]*$ && "$passes" =~ ^[1-9]$ ]] ||
   die "--prompts, --tokens and --passes take positive counts (passes 1-9)"
+[ "$form" = code ] || [ "$form" = bare ] || die "--form takes code or bare, not '$form'"
 [ "$(id -u)" = 0 ] && command -v ip >/dev/null || die "needs root and iproute2 (ip netns)"
 [ "$(nproc)" -ge 2 ] || die "needs 2 cores (one per node)"
 build=$(cd "${MS_BUILD_DIR:-$root/build/release}" && pwd) || die "no build folder"
@@ -67,13 +73,14 @@ ip -n "$ns1" addr add 10.200.0.1/24 dev "v$$t" && ip -n "$ns2" addr add 10.200.0
 for ns in "$ns1" "$ns2"; do ip -n "$ns" link set lo up; done
 ip -n "$ns1" link set "v$$t" up && ip -n "$ns2" link set "v$$d" up
 
-python3 - "$he" "$n" >"$work/prompts.jsonl" <<'PY'
+python3 - "$he" "$n" "$form" >"$work/prompts.jsonl" <<'PY'
 import json, sys
+lead = "Complete the following Python function. Reply with code only.\n\n" if sys.argv[3] == "code" else ""
 for i, l in enumerate(open(sys.argv[1], encoding="utf-8")):
     if i >= int(sys.argv[2]):
         break
     q = json.loads(l)
-    print(json.dumps({"id": q.get("task_id", i), "text": q["prompt"]}))
+    print(json.dumps({"id": q.get("task_id", i), "text": lead + q["prompt"]}))
 PY
 
 # config ROW FILE PORT LINKPORT: the cluster config of a row (ar | sync | overlap)
@@ -89,7 +96,7 @@ pipeline = "$pipe";
 link = { endpoint = "tcp://10.200.0.1:$4"; deadline_ms = 30000; };
 http = { listen = "10.200.0.1"; port = $3; queue = 2; max_tokens_default = $tok; max_tokens_limit = $tok; idle_timeout_s = 60; };
 hosts = { target = "netns:$ns1"; draft = "netns:$ns2"; };
-log = { level = "warn"; };
+log = { level = "info"; };
 EOF
   "$build/tools/microspec-config" "$2" --check >/dev/null || die "the $1 config does not validate"
 }
@@ -125,12 +132,16 @@ for l in open(prompts, encoding="utf-8"):
     print(json.dumps({"row": row, "pass": pas, "id": q["id"], "wall_s": wall,
                       "tokens": resp["usage"]["completion_tokens"], "text": resp["choices"][0]["message"]["content"],
                       "spec_rounds": m.get("spec_rounds", 0), "rounds": m.get("rounds", 0),
-                      "mean_accepted": m.get("mean_accepted_length", 1.0)}))
+                      "mean_accepted": m.get("mean_accepted_length", 1.0), "stats": m}))
     print("bench_twohosts: %s %s: %d tokens in %.2f s" % (row, q["id"], resp["usage"]["completion_tokens"], wall),
           file=sys.stderr)
 PY
   RUN_DIR=$rd bash "$root/cluster/stop.sh" >/dev/null 2>&1 || true
   rm -rf "$rd"
+  if [ "$row" = overlap ]; then # the draft's running count of pre-drafts, at its last request
+    sed -n 's/.*pre-drafts so far: \([0-9]*\) confirmed, \([0-9]*\) dropped.*/\1 \2/p' \
+      "$work/logs-$row-$pass/draft.log" | tail -1 >>"$work/predraft-counts"
+  fi
 }
 
 rows=(ar sync overlap)
@@ -140,34 +151,48 @@ for ((p = 1; p <= passes; p++)); do
   for row in "${order[@]}"; do run "$row" "$p"; done
 done
 
+[ -s "$work/predraft-counts" ] &&
+  awk '{h += $1; d += $2} END {printf "%d / %d", h, h + d}' "$work/predraft-counts" >"$work/predrafts"
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-python3 - "$work/results.jsonl" "$n" "$tok" "$passes" "$kind" "${MS_ISA:-native}" "$cpu" \
-  "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" >"$out" <<'PY'
+python3 - "$work/results.jsonl" "$n" "$tok" "$passes" "$kind" "${MS_ISA:-native}" "$cpu" "$form" \
+  "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(cat "$work/predrafts" 2>/dev/null)" >"$out" <<'PY'
 import json, sys
-res, n, tok, passes, kind, isa, cpu, commit = sys.argv[1:]
+res, n, tok, passes, kind, isa, cpu, form, commit, pre_counts = sys.argv[1:]
+predraft = {"overlap": pre_counts} if pre_counts else {}
 rows = [json.loads(l) for l in open(res)]
 by = {}
 for r in rows:
     by.setdefault(r["row"], []).append(r)
 ar_text = {r["id"]: r["text"] for r in by["ar"] if r["pass"] == 1}
 print("# The pair on two hosts: two network namespaces, one core each\n")
-print("CPU %s, kernels %s, commit %s; %s HumanEval chats, %s new tokens at most, %s passes (alternating order); "
+print("CPU %s, kernels %s, commit %s; %s HumanEval chats (%s), %s new tokens at most, %s passes (alternating order); "
       "target Qwen2.5-Coder 1.5B (q8 matmuls, 1 thread, core 0), draft 0.5B kind %s (1 thread, core 1), chain "
-      "depth 4, p_min 0.7, cost policy; TCP over a veth pair; times at the client.\n" % (cpu, isa, commit, n, tok,
-                                                                                        passes, kind))
-print("| row | tokens/s | vs target alone | accepted length | texts identical |")
-print("|---|---:|---:|---:|---|")
-base = None
+      "depth 4, p_min 0.7, cost policy; TCP over a veth pair; times at the client.\n" % (cpu, isa, commit, n,
+      "code only, as bench_pair.sh asks" if form == "code" else "the bare prompt", tok, passes, kind))
+print("| row | tokens/s | vs target alone | after prefill: tokens/s | vs target alone | prefill share | accepted length "
+      "| pre-drafts confirmed | texts identical |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+base = base_dec = None
 for row in ("ar", "sync", "overlap"):
     rs = by.get(row, [])
     t = sum(r["tokens"] for r in rs); w = sum(r["wall_s"] for r in rs)
     tps = t / w if w else 0.0
+    pre = sum(r["stats"].get("prefill_ms", 0.0) for r in rs) / 1e3
+    dec = sum(r["stats"].get("total_ms", 0.0) for r in rs) / 1e3 - pre
+    dps = t / dec if dec > 0 else 0.0
     base = base or tps
+    base_dec = base_dec or dps
     rounds = sum(r["rounds"] for r in rs)
     acc = sum(r["mean_accepted"] * r["rounds"] for r in rs) / rounds if rounds else 1.0
     same = sum(r["text"] == ar_text.get(r["id"]) for r in rs)
     name = {"ar": "target alone (AR, 1 core)", "sync": "pair, sync", "overlap": "pair, overlap"}[row]
-    print("| %s | %.2f | %.2fx | %.2f | %d/%d |" % (name, tps, tps / base if base else 0, acc, same, len(rs)))
+    pd = "-" if row != "overlap" else predraft.get(row, "n/a")
+    print("| %s | %.2f | %.2fx | %.2f | %.2fx | %.0f %% | %.2f | %s | %d/%d |" % (
+        name, tps, tps / base if base else 0, dps, dps / base_dec if base_dec else 0, 100 * pre / w if w else 0,
+        acc, pd, same, len(rs)))
+print("\nAfter prefill: the server's own time from the first generated token on (the prefill is the target's "
+      "alone in every row). Pre-drafts: the overlap draft's bets on the next round, confirmed / made (its log; the "
+      "untimed first requests included).")
 bad = sum(r["text"] != ar_text.get(r["id"]) for r in rows)
 if bad:
     print("\n**%d answers differ from the target alone's.**" % bad)
