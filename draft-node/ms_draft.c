@@ -812,13 +812,20 @@ static ms_status accept_impl(void *ctx, const ms_msg_verify *m) {
 
 static ms_status predraft_impl(ms_dft *d) {
     if (d->eg) MS_FAIL(MS_ERR_UNSUPPORTED, "overlap pre-drafting needs the target's features: not for eagle drafts");
-    if (!d->active || d->tree.n < 1 || d->pre_active || d->pending.n != 0)
+    if (!d->active || d->tree.n < 1 || d->pre_active)
         MS_FAIL(MS_ERR_INVALID, "pre-draft: no tree of round %lld waiting for its verdict", (long long)d->round);
+    /* A tree made without the model (the gate, or a confident n-gram copy):
+     * its verdict's tokens queue in `pending` for the next model round, so
+     * there is no model state to draft ahead from. Not an error: no bet. */
+    if (d->skipped) return MS_OK;
+    if (d->pending.n != 0)
+        MS_FAIL(MS_ERR_INTERNAL, "pre-draft: %lld rows of round %lld not committed", (long long)d->pending.n,
+                (long long)d->round);
     const ms_tree *t = &d->tree;
-    /* The deepest node; among equals the highest cumulative draft log-prob. */
-    int32_t leaf = 0;
-    for (int32_t i = 1; i < t->n; i++)
-        if (t->depth[i] > t->depth[leaf] || (t->depth[i] == t->depth[leaf] && t->score[i] > t->score[leaf])) leaf = i;
+    /* The bet: the leaf most likely accepted whole (a deep n-gram branch
+     * merged under the model's chain seldom is, and committing it would cost
+     * the draft a long forward). */
+    const int32_t leaf = ms_tree_likeliest_leaf(t);
     int64_t n = t->depth[leaf] + 1;
     for (int32_t v = leaf, k = (int32_t)n - 1; k >= 0; v = t->parent[v], k--) d->pre_path[k] = v;
     d->pre_n_path = n;

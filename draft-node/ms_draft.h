@@ -132,9 +132,11 @@ void ms_dft_free(ms_dft **d);
 ms_draft_port ms_dft_port(ms_dft *d);
 /* Overlap pipelining (docs/architecture.md §6). After the tree of round r went out and
  * while the target verifies it, pre-draft round r+1 assuming the target
- * accepts the tree's deepest path (its deepest node of highest score) and
+ * accepts the path to the tree's likeliest leaf (ms_tree_likeliest_leaf) and
  * then emits the draft's own top-1 after it as the bonus. Its KV rows are
- * committed speculatively. Not for eagle drafts (they need the target's
+ * committed speculatively. After a tree made without the model (its tokens
+ * wait for the next model round) there is nothing to draft ahead from:
+ * MS_OK, no pre-draft. Not for eagle drafts (they need the target's
  * features of the path): returns MS_ERR_UNSUPPORTED. */
 ms_status ms_dft_predraft(ms_dft *d);
 /* The target's verdict on round r with a pre-draft pending: when it is

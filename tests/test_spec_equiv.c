@@ -341,13 +341,32 @@ static void ngram_first_check(const char *dir) {
                    tm.tree.token[2] == prompt[14],
                "n-gram first: a confident copy drafted without the model (backbone %llu ns, %lld nodes)",
                (unsigned long long)tm.stats.backbone_ns, (long long)tm.tree.n);
+    /* overlap: a tree made without the model leaves nothing to pre-draft from (no bet, no error) */
+    int64_t hits = -1, misses = -1;
+    bool hit = true;
+    if (s >= 0) s = ms_dft_predraft(d);
+    SPEC_CHECK(s >= 0, "overlap: a pre-draft after a model-free round is no bet, not %s", ms_status_str(s));
     /* the target emits something else: no proposal now, the model runs (and commits the prompt first) */
     ms_msg_verify v = {.request_id = 3, .round = 1, .n_path = 1, .path = {0}, .bonus = 7};
-    if (s >= 0) s = port.accept(port.ctx, &v);
+    ms_msg_tree pre;
+    if (s >= 0) s = ms_dft_accept_overlap(d, &v, &hit, &pre);
+    ms_dft_overlap_counts(d, &hits, &misses);
+    SPEC_CHECK(s >= 0 && !hit && hits == 0 && misses == 0, "overlap: no bet was counted (%s, hit %d, %lld/%lld)",
+               ms_status_str(s), hit, (long long)hits, (long long)misses);
     if (s >= 0) s = port.draft(port.ctx, 3, 2, &tm);
     SPEC_CHECK(s >= 0 && tm.stats.backbone_ns > 0 && tm.tree.n > 1,
                "n-gram first: without a proposal the model drafts (backbone %llu ns, %lld nodes)",
                (unsigned long long)tm.stats.backbone_ns, (long long)tm.tree.n);
+    /* after a model round the bet is made; a verdict off its path drops it, and the next tree is drafted anew */
+    if (s >= 0) s = ms_dft_predraft(d);
+    ms_msg_verify v2 = {.request_id = 3, .round = 2, .n_path = 1, .path = {0}, .bonus = 11};
+    if (s >= 0) s = ms_dft_accept_overlap(d, &v2, &hit, &pre);
+    ms_dft_overlap_counts(d, &hits, &misses);
+    SPEC_CHECK(s >= 0 && !hit && hits == 0 && misses == 1, "overlap: a bet made and dropped (%s, hit %d, %lld/%lld)",
+               ms_status_str(s), hit, (long long)hits, (long long)misses);
+    if (s >= 0) s = port.draft(port.ctx, 3, 3, &tm);
+    SPEC_CHECK(s >= 0 && tm.tree.n >= 1 && tm.tree.token[0] == 11, "overlap: round 3 drafted after the drop (%s)",
+               ms_status_str(s));
     port.end(port.ctx, 3);
     ms_dft_free(&d);
 }
