@@ -132,7 +132,7 @@ void ms_dft_free(ms_dft **d);
 ms_draft_port ms_dft_port(ms_dft *d);
 /* Overlap pipelining (docs/architecture.md §6). After the tree of round r went out and
  * while the target verifies it, pre-draft round r+1 assuming the target
- * accepts the path to the tree's likeliest leaf (ms_tree_likeliest_leaf) and
+ * accepts the tree's deepest path (its deepest node of highest score) and
  * then emits the draft's own top-1 after it as the bonus. Its KV rows are
  * committed speculatively. After a tree made without the model (its tokens
  * wait for the next model round) there is nothing to draft ahead from:

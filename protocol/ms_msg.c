@@ -64,16 +64,3 @@ int64_t ms_tree_path_tokens(const ms_tree *t, const int32_t *path, int64_t n_pat
     out[n++] = bonus;
     return n;
 }
-
-int32_t ms_tree_likeliest_leaf(const ms_tree *t) {
-    bool has_child[MS_TREE_MAX] = {false};
-    for (int64_t i = 1; i < t->n; i++) has_child[t->parent[i]] = true;
-    int32_t best = 0;
-    for (int32_t i = 1; i < (int32_t)t->n; i++) {
-        if (has_child[i]) continue;
-        if (best == 0 || t->score[i] > t->score[best] ||
-            (t->score[i] == t->score[best] && t->depth[i] > t->depth[best]))
-            best = i;
-    }
-    return best;
-}

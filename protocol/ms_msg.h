@@ -46,12 +46,6 @@ ms_status ms_tree_path_check(const ms_tree *t, const int32_t *path, int64_t n_pa
  * bonus, into out (≥ n_path entries); returns their count, n_path. */
 int64_t ms_tree_path_tokens(const ms_tree *t, const int32_t *path, int64_t n_path, int32_t bonus, int32_t *out);
 
-/* The leaf most likely accepted whole: of the nodes without children, the
- * highest score (a cumulative log-estimate of acceptance); ties go to the
- * deeper, then the lower index. 0 for a root-only tree. The overlap
- * pre-draft bets on it (ms_dft_predraft). */
-int32_t ms_tree_likeliest_leaf(const ms_tree *t);
-
 
 /* Start of a request: the target has prefilled the prompt. */
 typedef struct {

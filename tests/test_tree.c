@@ -384,25 +384,6 @@ static void check_naive(const ms_tree *t, const dist_cfg *d, const cb_ctx *c, in
 }
 
 /* One build + naive + properties. Returns the number of history entries. */
-/* The overlap pre-draft's bet, written plainly: every node whose index no
- * other node names as parent is a leaf; the best leaf by score, then depth,
- * then the lower index (0 when the root stands alone). */
-static int32_t naive_likeliest_leaf(const ms_tree *t) {
-    int32_t best = -1;
-    for (int32_t i = 1; i < (int32_t)t->n; i++) {
-        bool leaf = true;
-        for (int32_t j = 0; j < (int32_t)t->n; j++) leaf = leaf && t->parent[j] != i;
-        if (!leaf) continue;
-        if (best < 0) {
-            best = i;
-            continue;
-        }
-        float a = t->score[i], b = t->score[best];
-        if (a > b || (a == b && t->depth[i] > t->depth[best])) best = i;
-    }
-    return best < 0 ? 0 : best;
-}
-
 static void run_case(dist_cfg d, int32_t root, int64_t K, int64_t depth, int64_t total, bool chain) {
     char what[160];
     snprintf(what, sizeof what, "%s V=%lld seed=%llu K=%lld depth=%lld total=%lld%s", kind_name[d.kind],
@@ -419,8 +400,6 @@ static void run_case(dist_cfg d, int32_t root, int64_t K, int64_t depth, int64_t
     CHECK(c.calls == depth, "%s: %lld callback calls", what, (long long)c.calls);
     CHECK(c.n_rows == (chain ? 1 : K) * depth, "%s: %lld rows submitted", what, (long long)c.n_rows);
     check_naive(&t, &d, &c, root, K, depth, total, chain, what);
-    CHECK(ms_tree_likeliest_leaf(&t) == naive_likeliest_leaf(&t), "%s: likeliest leaf %d, naive %d", what,
-          ms_tree_likeliest_leaf(&t), naive_likeliest_leaf(&t));
 }
 
 /* ---- confidence stop (p_min) ------------------------------------------------------------------- */
@@ -517,29 +496,6 @@ static ms_status hand_expand(void *ctx, const int32_t *tokens, const int32_t *de
     memcpy(out_ids, ids, sizeof ids);
     memcpy(out_logp, lp, sizeof lp);
     return MS_OK;
-}
-
-/* A long weak branch (an n-gram copy merged under a chain) against a short
- * confident one: the bet is the confident leaf, not the deepest node. */
-static void test_likeliest_leaf(void) {
-    ms_tree t;
-    ms_tree_root(&t, 9);
-    CHECK(ms_tree_likeliest_leaf(&t) == 0, "likeliest leaf of a root-only tree");
-    /* 0 → 1 (−0.1) → 2 (−0.2); 0 → 3 (−0.5) → 4 (−0.9) → 5 (−1.4) → 6 (−2.0) */
-    const int32_t par[7] = {-1, 0, 1, 0, 3, 4, 5};
-    const float sc[7] = {0, -0.1f, -0.2f, -0.5f, -0.9f, -1.4f, -2.0f};
-    t.n = 7;
-    for (int i = 0; i < 7; i++) {
-        t.token[i] = 10 + i;
-        t.parent[i] = par[i];
-        t.depth[i] = i == 0 ? 0 : t.depth[par[i]] + 1;
-        t.mask[i] = (i == 0 ? 0 : t.mask[par[i]]) | 1ull << i;
-        t.score[i] = sc[i];
-    }
-    CHECK(ms_tree_validate(&t) == MS_OK, "hand tree for the likeliest leaf");
-    CHECK(ms_tree_likeliest_leaf(&t) == 2, "likeliest leaf %d (want 2, not the deepest 6)", ms_tree_likeliest_leaf(&t));
-    t.score[2] = -2.0f; /* a tie with the deep leaf: the deeper wins */
-    CHECK(ms_tree_likeliest_leaf(&t) == 6, "likeliest leaf on a tie %d (want 6)", ms_tree_likeliest_leaf(&t));
 }
 
 static void test_hand(void) {
@@ -686,7 +642,6 @@ static void test_errors(void) {
 int main(void) {
     int64_t cases = 0;
     test_hand();
-    test_likeliest_leaf();
     test_errors();
 
     /* The defaults: 10/5/60, 50 rows per round. */
