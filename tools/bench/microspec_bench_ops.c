@@ -18,6 +18,15 @@
  * (weight bytes a step reads / step time) / bandwidth, where a step reads
  * every tensor except the input embedding (one row), unless it is also the
  * tied output head.
+ *
+ * Integer-dot peak (8-bit matmuls only): what the active kernels' u8·s8
+ * product instructions sustain with nothing else in the loop (AVX2:
+ * vpmaddubsw + vpmaddwd + vpaddd, the per-block work of the AVX2 matmuls;
+ * AVX-512: vpdpbusd), six independent accumulators in registers, on every
+ * thread of the pool, best of 3. Each n-row forward's products (rows x the
+ * matmul weights' elements; attention and norms not counted) over its time
+ * are printed against it on stderr: how far a compute-bound verify is from
+ * the instruction's ceiling on this CPU.
  */
 #include "ms_common.h"
 #include "ms_gguf.h"
@@ -47,7 +56,9 @@ static void usage(FILE *f) {
             "usage: microspec-bench-ops --model FILE.gguf [--model FILE ...] [options]\n"
             "Decode tokens/s (one row at a %d-token context) with its share of the measured read\n"
             "bandwidth, and the cost of forwards over 1, 2, 4, ..., 64 rows as multiples of one decode\n"
-            "step; a Markdown table on stdout.\n"
+            "step; a Markdown table on stdout. With 8-bit matmuls, also the integer-dot peak of the\n"
+            "active kernels (their product instructions alone) and each forward's matmul products per\n"
+            "second as a share of it (stderr).\n"
             "  --model FILE       a GGUF model (repeatable, up to %d)\n"
             "  --threads N        CPU threads (default: the number of cores)\n"
             "  --reps R           rounds; medians are reported (default 3)\n"
@@ -136,6 +147,97 @@ static double measure_bandwidth(void) {
     return (double)bytes / best / 1e9;
 }
 
+/* ---- integer-dot peak ------------------------------------------------------- */
+
+enum { PEAK_ITERS = 40000000 };
+
+typedef struct {
+    ms_isa isa;
+    uint64_t sink[64];
+} peak_job;
+
+#if BO_X86
+/* 6 x 32 products an iteration; the empty asm makes x new each time, so nothing is hoisted. */
+__attribute__((target("avx2"))) static uint64_t peak_avx2(int64_t iters) {
+    __m256i x = _mm256_set1_epi8(3);
+    const __m256i s = _mm256_set1_epi16(5), w0 = _mm256_set1_epi8(1), w1 = _mm256_set1_epi8(2),
+                  w2 = _mm256_set1_epi8(3), w3 = _mm256_set1_epi8(4), w4 = _mm256_set1_epi8(5),
+                  w5 = _mm256_set1_epi8(6);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+    for (int64_t i = 0; i < iters; i++) {
+        __asm__ volatile("" : "+x"(x));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_maddubs_epi16(w0, x), s));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_maddubs_epi16(w1, x), s));
+        a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_maddubs_epi16(w2, x), s));
+        a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_maddubs_epi16(w3, x), s));
+        a4 = _mm256_add_epi32(a4, _mm256_madd_epi16(_mm256_maddubs_epi16(w4, x), s));
+        a5 = _mm256_add_epi32(a5, _mm256_madd_epi16(_mm256_maddubs_epi16(w5, x), s));
+    }
+    __m256i a = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
+                                 _mm256_add_epi32(a4, a5));
+    return (uint64_t)(uint32_t)_mm256_extract_epi32(a, 0);
+}
+
+/* 6 x 64 products an iteration. */
+__attribute__((target("avx512f,avx512vnni"))) static uint64_t peak_vnni(int64_t iters) {
+    __m512i x = _mm512_set1_epi8(3);
+    const __m512i w0 = _mm512_set1_epi8(1), w1 = _mm512_set1_epi8(2), w2 = _mm512_set1_epi8(3),
+                  w3 = _mm512_set1_epi8(4), w4 = _mm512_set1_epi8(5), w5 = _mm512_set1_epi8(6);
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+    for (int64_t i = 0; i < iters; i++) {
+        __asm__ volatile("" : "+v"(x));
+        a0 = _mm512_dpbusd_epi32(a0, w0, x);
+        a1 = _mm512_dpbusd_epi32(a1, w1, x);
+        a2 = _mm512_dpbusd_epi32(a2, w2, x);
+        a3 = _mm512_dpbusd_epi32(a3, w3, x);
+        a4 = _mm512_dpbusd_epi32(a4, w4, x);
+        a5 = _mm512_dpbusd_epi32(a5, w5, x);
+    }
+    return (uint64_t)(uint32_t)_mm512_reduce_add_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                         _mm512_add_epi32(a4, a5)));
+}
+#endif
+
+/* Products an iteration of the active level's loop; 0: none here. */
+static int64_t peak_macs_per_iter(ms_isa isa) {
+#if BO_X86
+    if (isa == MS_ISA_AVX2) return 6 * 32;
+    if (isa == MS_ISA_AVX512 || isa == MS_ISA_AMX) return 6 * 64;
+#endif
+    (void)isa;
+    return 0;
+}
+
+static void peak_range(void *arg, int64_t b, int64_t e) {
+#if BO_X86
+    peak_job *J = arg;
+    for (int64_t i = b; i < e; i++)
+        J->sink[i % 64] += J->isa == MS_ISA_AVX2 ? peak_avx2(PEAK_ITERS) : peak_vnni(PEAK_ITERS);
+#else
+    (void)arg, (void)b, (void)e;
+#endif
+}
+
+/* Products a second (1e9) over the pool's threads; 0 where the level has no loop here. */
+static double measure_int8_peak(int threads) {
+    const ms_isa isa = ms_isa_active();
+    const int64_t per = peak_macs_per_iter(isa);
+    if (per == 0) return 0.0;
+    peak_job J = {.isa = isa};
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        double t0 = ms_now_s();
+        ms_pool_run(peak_range, &J, threads, 1);
+        double t = ms_now_s() - t0;
+        if (t < best) best = t;
+    }
+    uint64_t all = 0;
+    for (int i = 0; i < 64; i++) all += J.sink[i];
+    if (all == 1) fputs("", stderr);
+    return (double)per * PEAK_ITERS * threads / best / 1e9;
+}
+
 /* ---- our forward ------------------------------------------------------------ */
 
 static int cmp_double(const void *a, const void *b) {
@@ -151,17 +253,21 @@ static double median(double *v, int n) {
 
 /* Bytes a decode step reads: every tensor but the input embedding, which is
  * read whole only when it is also the output head (tied). */
-static ms_status weight_bytes(const char *path, double *out) {
+static ms_status weight_bytes(const char *path, double *out, double *macs_per_row) {
     ms_gguf *g = NULL;
     MS_TRY(ms_gguf_open(path, &g));
     const bool tied = ms_gguf_find_tensor(g, "output.weight") == NULL;
-    double b = 0.0;
+    double b = 0.0, macs = 0.0;
     for (int64_t i = 0; i < ms_gguf_n_tensors(g); i++) {
         const ms_gguf_tensor_info *t = ms_gguf_tensor_at(g, i);
-        if (strcmp(t->name, "token_embd.weight") != 0 || tied) b += (double)t->nbytes;
+        if (strcmp(t->name, "token_embd.weight") != 0 || tied) {
+            b += (double)t->nbytes;
+            if (t->ndim == 2) macs += (double)t->ne[0] * (double)t->ne[1]; /* a matmul: one product per weight */
+        }
     }
     ms_gguf_close(&g);
     *out = b;
+    *macs_per_row = macs;
     return MS_OK;
 }
 
@@ -233,9 +339,9 @@ static bool run_llama(const char *dir, const char *model, int threads, int repac
 /* ---- one model -------------------------------------------------------------- */
 
 static ms_status bench_model(const char *path, int threads, int reps, bool q8, const char *llama, int repack,
-                             double bw) {
-    double wbytes = 0.0;
-    MS_TRY(weight_bytes(path, &wbytes));
+                             double bw, double peak) {
+    double wbytes = 0.0, macs_row = 0.0;
+    MS_TRY(weight_bytes(path, &wbytes, &macs_row));
     ms_model_opts mo = {.max_ctx = 256, .max_batch = 64, .q8_matmul = q8 ? 1 : 0};
     ours o = {0};
     ms_status st = ms_model_load(path, &mo, &o.m);
@@ -288,6 +394,15 @@ static ms_status bench_model(const char *path, int threads, int reps, bool q8, c
             1e3 * step);
     for (int i = 0; i < N_SIZES; i++) fprintf(stderr, " %lld: %.2f", (long long)SIZES[i], median(ms[i], reps));
     fprintf(stderr, "\n");
+    if (q8 && peak > 0) {
+        fprintf(stderr, "microspec-bench-ops: %s: matmul products of an n-row forward, GMAC/s (share of the %.1f "
+                        "GMAC/s integer-dot peak):", name, peak);
+        for (int i = 0; i < N_SIZES; i++) {
+            const double r = macs_row * (double)SIZES[i] / (median(ms[i], reps) * 1e-3) / 1e9;
+            fprintf(stderr, " %lld: %.1f (%.0f %%)", (long long)SIZES[i], r, 100.0 * r / peak);
+        }
+        fprintf(stderr, "\n");
+    }
     if (nl > 0) {
         const double lstep = median(ltg, nl);
         printf("| %s | %d | llama.cpp repack %d | %.1f | %.0f %% |", name, threads, repack, 1.0 / lstep,
@@ -365,7 +480,11 @@ int main(int argc, char **argv) {
     if (threads == 0) threads = ms_pool_cores();
     ms_k_cpu_set_threads(threads);
     const double bw = measure_bandwidth();
+    const double peak = q8 ? measure_int8_peak(threads) : 0.0;
     printf("Kernels: %s (MS_ISA caps them). ", ms_isa_name(ms_isa_active()));
+    if (peak > 0)
+        printf("Integer-dot peak (%s, %d threads, nothing else in the loop): %.1f GMAC/s. ",
+               ms_isa_active() == MS_ISA_AVX2 ? "vpmaddubsw+vpmaddwd" : "vpdpbusd", threads, peak);
     printf("Read bandwidth (1 GiB sum, %d threads): %.1f GB/s. Columns 1..64: an n-row forward (logits of every "
            "row) over one decode step; llama.cpp: pp-n time over tg time.\n\n",
            threads, bw);
@@ -377,6 +496,6 @@ int main(int argc, char **argv) {
     fflush(stdout);
     int rc = 0;
     for (int i = 0; i < n_models; i++)
-        if (bench_model(models[i], threads, reps, q8, llama, repack, bw) < 0) rc = 1;
+        if (bench_model(models[i], threads, reps, q8, llama, repack, bw, peak) < 0) rc = 1;
     return rc;
 }
