@@ -158,7 +158,6 @@ python3 - "$work/results.jsonl" "$n" "$tok" "$passes" "$kind" "${MS_ISA:-native}
   "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(cat "$work/predrafts" 2>/dev/null)" >"$out" <<'PY'
 import json, sys
 res, n, tok, passes, kind, isa, cpu, form, commit, pre_counts = sys.argv[1:]
-predraft = {"overlap": pre_counts} if pre_counts else {}
 rows = [json.loads(l) for l in open(res)]
 by = {}
 for r in rows:
@@ -186,7 +185,7 @@ for row in ("ar", "sync", "overlap"):
     acc = sum(r["mean_accepted"] * r["rounds"] for r in rs) / rounds if rounds else 1.0
     same = sum(r["text"] == ar_text.get(r["id"]) for r in rs)
     name = {"ar": "target alone (AR, 1 core)", "sync": "pair, sync", "overlap": "pair, overlap"}[row]
-    pd = "-" if row != "overlap" else predraft.get(row, "n/a")
+    pd = (pre_counts or "n/a") if row == "overlap" else "-"
     print("| %s | %.2f | %.2fx | %.2f | %.2fx | %.0f %% | %.2f | %s | %d/%d |" % (
         name, tps, tps / base if base else 0, dps, dps / base_dec if base_dec else 0, 100 * pre / w if w else 0,
         acc, pd, same, len(rs)))

@@ -151,11 +151,6 @@ static double measure_bandwidth(void) {
 
 enum { PEAK_ITERS = 40000000 };
 
-typedef struct {
-    ms_isa isa;
-    uint64_t sink[64];
-} peak_job;
-
 #if BO_X86
 /* 6 x 32 products an iteration; the empty asm makes x new each time, so nothing is hoisted. */
 __attribute__((target("avx2"))) static uint64_t peak_avx2(int64_t iters) {
@@ -199,32 +194,38 @@ __attribute__((target("avx512f,avx512vnni"))) static uint64_t peak_vnni(int64_t 
 }
 #endif
 
-/* Products an iteration of the active level's loop; 0: none here. */
-static int64_t peak_macs_per_iter(ms_isa isa) {
+/* The loop that stands for a kernel level's products: its instructions' name, products an
+ * iteration, and the loop; fn NULL where this file has none for the level (scalar, ARM). */
+typedef struct {
+    const char *name;
+    int64_t per_iter;
+    uint64_t (*fn)(int64_t iters);
+} peak_loop;
+
+static peak_loop peak_loop_for(ms_isa isa) {
 #if BO_X86
-    if (isa == MS_ISA_AVX2) return 6 * 32;
-    if (isa == MS_ISA_AVX512 || isa == MS_ISA_AMX) return 6 * 64;
+    if (isa == MS_ISA_AVX2) return (peak_loop){"vpmaddubsw+vpmaddwd", 6 * 32, peak_avx2};
+    if (isa == MS_ISA_AVX512 || isa == MS_ISA_AMX) return (peak_loop){"vpdpbusd", 6 * 64, peak_vnni};
 #endif
     (void)isa;
-    return 0;
+    return (peak_loop){NULL, 0, NULL};
 }
+
+typedef struct {
+    peak_loop loop;
+    uint64_t sink[64];
+} peak_job;
 
 static void peak_range(void *arg, int64_t b, int64_t e) {
-#if BO_X86
     peak_job *J = arg;
-    for (int64_t i = b; i < e; i++)
-        J->sink[i % 64] += J->isa == MS_ISA_AVX2 ? peak_avx2(PEAK_ITERS) : peak_vnni(PEAK_ITERS);
-#else
-    (void)arg, (void)b, (void)e;
-#endif
+    for (int64_t i = b; i < e; i++) J->sink[i % 64] += J->loop.fn(PEAK_ITERS);
 }
 
-/* Products a second (1e9) over the pool's threads; 0 where the level has no loop here. */
+/* Products a second (1e9) of the active level's loop over the pool's threads; 0 where it has none. */
 static double measure_int8_peak(int threads) {
-    const ms_isa isa = ms_isa_active();
-    const int64_t per = peak_macs_per_iter(isa);
-    if (per == 0) return 0.0;
-    peak_job J = {.isa = isa};
+    const peak_loop L = peak_loop_for(ms_isa_active());
+    if (!L.fn) return 0.0;
+    peak_job J = {.loop = L};
     double best = 1e30;
     for (int r = 0; r < 3; r++) {
         double t0 = ms_now_s();
@@ -235,7 +236,7 @@ static double measure_int8_peak(int threads) {
     uint64_t all = 0;
     for (int i = 0; i < 64; i++) all += J.sink[i];
     if (all == 1) fputs("", stderr);
-    return (double)per * PEAK_ITERS * threads / best / 1e9;
+    return (double)L.per_iter * PEAK_ITERS * threads / best / 1e9;
 }
 
 /* ---- our forward ------------------------------------------------------------ */
@@ -484,7 +485,7 @@ int main(int argc, char **argv) {
     printf("Kernels: %s (MS_ISA caps them). ", ms_isa_name(ms_isa_active()));
     if (peak > 0)
         printf("Integer-dot peak (%s, %d threads, nothing else in the loop): %.1f GMAC/s. ",
-               ms_isa_active() == MS_ISA_AVX2 ? "vpmaddubsw+vpmaddwd" : "vpdpbusd", threads, peak);
+               peak_loop_for(ms_isa_active()).name, threads, peak);
     printf("Read bandwidth (1 GiB sum, %d threads): %.1f GB/s. Columns 1..64: an n-row forward (logits of every "
            "row) over one decode step; llama.cpp: pp-n time over tg time.\n\n",
            threads, bw);
