@@ -20,9 +20,10 @@
  * tied output head.
  *
  * Integer-dot peak (8-bit matmuls only): what the active kernels' u8·s8
- * product instructions sustain with nothing else in the loop (AVX2:
- * vpmaddubsw + vpmaddwd + vpaddd, the per-block work of the AVX2 matmuls;
- * AVX-512: vpdpbusd), six independent accumulators in registers, on every
+ * product instructions sustain with nothing else in the loop (AVX2: the
+ * Q4_K tile kernel's 8 vpmaddubsw summed in int16, then one vpmaddwd and
+ * vpaddd per 256 products, two independent rows; AVX-512: vpdpbusd, six
+ * independent accumulators), registers only, on every
  * thread of the pool, best of 3. Each n-row forward's products (rows x the
  * matmul weights' elements; attention and norms not counted) over its time
  * are printed against it on stderr: how far a compute-bound verify is from
@@ -152,26 +153,30 @@ static double measure_bandwidth(void) {
 enum { PEAK_ITERS = 40000000 };
 
 #if BO_X86
-/* 6 x 32 products an iteration; the empty asm makes x new each time, so nothing is hoisted. */
+/* 2 x 256 products an iteration, the AVX2 Q4_K tile kernel's mix for one x row and 8 weight
+ * rows: 8 vpmaddubsw (one per broadcast x quad) summed in int16 by 7 vpaddw, one vpmaddwd by the
+ * sub-block scale, one vpaddd; two x rows, so two independent chains. The empty asm makes x new
+ * each time, so nothing is hoisted. (The Q6_K kernel issues 5 vpmaddwd per 8 vpmaddubsw and the
+ * rows-in-place formats 8: this is the ceiling of the cheapest mix, not of every kernel.) */
+#define PK_SUM8(W, X)                                                                                              \
+    _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(W[0], X), _mm256_maddubs_epi16(W[1], X)), \
+                                      _mm256_add_epi16(_mm256_maddubs_epi16(W[2], X), _mm256_maddubs_epi16(W[3], X))), \
+                     _mm256_add_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(W[4], X), _mm256_maddubs_epi16(W[5], X)), \
+                                      _mm256_add_epi16(_mm256_maddubs_epi16(W[6], X), _mm256_maddubs_epi16(W[7], X))))
 __attribute__((target("avx2"))) static uint64_t peak_avx2(int64_t iters) {
-    __m256i x = _mm256_set1_epi8(3);
-    const __m256i s = _mm256_set1_epi16(5), w0 = _mm256_set1_epi8(1), w1 = _mm256_set1_epi8(2),
-                  w2 = _mm256_set1_epi8(3), w3 = _mm256_set1_epi8(4), w4 = _mm256_set1_epi8(5),
-                  w5 = _mm256_set1_epi8(6);
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+    __m256i x0 = _mm256_set1_epi8(3), x1 = _mm256_set1_epi8(2);
+    const __m256i s = _mm256_set1_epi16(5);
+    const __m256i w[8] = {_mm256_set1_epi8(1), _mm256_set1_epi8(2), _mm256_set1_epi8(3), _mm256_set1_epi8(4),
+                          _mm256_set1_epi8(5), _mm256_set1_epi8(6), _mm256_set1_epi8(7), _mm256_set1_epi8(8)};
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
     for (int64_t i = 0; i < iters; i++) {
-        __asm__ volatile("" : "+x"(x));
-        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_maddubs_epi16(w0, x), s));
-        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_maddubs_epi16(w1, x), s));
-        a2 = _mm256_add_epi32(a2, _mm256_madd_epi16(_mm256_maddubs_epi16(w2, x), s));
-        a3 = _mm256_add_epi32(a3, _mm256_madd_epi16(_mm256_maddubs_epi16(w3, x), s));
-        a4 = _mm256_add_epi32(a4, _mm256_madd_epi16(_mm256_maddubs_epi16(w4, x), s));
-        a5 = _mm256_add_epi32(a5, _mm256_madd_epi16(_mm256_maddubs_epi16(w5, x), s));
+        __asm__ volatile("" : "+x"(x0), "+x"(x1));
+        a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(PK_SUM8(w, x0), s));
+        a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(PK_SUM8(w, x1), s));
     }
-    __m256i a = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
-                                 _mm256_add_epi32(a4, a5));
-    return (uint64_t)(uint32_t)_mm256_extract_epi32(a, 0);
+    return (uint64_t)(uint32_t)_mm256_extract_epi32(_mm256_add_epi32(a0, a1), 0);
 }
+#undef PK_SUM8
 
 /* 6 x 64 products an iteration. */
 __attribute__((target("avx512f,avx512vnni"))) static uint64_t peak_vnni(int64_t iters) {
@@ -204,7 +209,7 @@ typedef struct {
 
 static peak_loop peak_loop_for(ms_isa isa) {
 #if BO_X86
-    if (isa == MS_ISA_AVX2) return (peak_loop){"vpmaddubsw+vpmaddwd", 6 * 32, peak_avx2};
+    if (isa == MS_ISA_AVX2) return (peak_loop){"8 vpmaddubsw + 1 vpmaddwd a 256, the Q4_K tile mix", 2 * 256, peak_avx2};
     if (isa == MS_ISA_AVX512 || isa == MS_ISA_AMX) return (peak_loop){"vpdpbusd", 6 * 64, peak_vnni};
 #endif
     (void)isa;
