@@ -537,11 +537,18 @@ total=0 n_run=0
 for i in "${!names[@]}"; do [ "${status[$i]}" = run ] && n_run=$((n_run + 1)); done
 for ds in "${datasets[@]}"; do total=$(( total + $(wc -l <"$work/$ds.tsv") * n_run * repeat )); done
 
-# progress bar: questions done (warm-up included) over all runs
-done_q=0
+# progress bar: questions done (warm-up included) over all runs; drawn again only when it
+# changes, and on a terminal in place (to a log file: one line a change, not a redraw a poll)
+done_q=0 last_bar=""
 bar() { # bar DONE LABEL
+  [ "$1 $2" != "$last_bar" ] || return 0
+  last_bar="$1 $2"
   local w=30 f=$(( $1 * 30 / total ))
-  printf '\r[%-*s] %d/%d %s\033[K' $w "$(printf '%*s' $f '' | tr ' ' '#')" "$1" "$total" "$2" >&2
+  if [ -t 2 ]; then
+    printf '\r[%-*s] %d/%d %s\033[K' $w "$(printf '%*s' $f '' | tr ' ' '#')" "$1" "$total" "$2" >&2
+  else
+    printf '[%-*s] %d/%d %s\n' $w "$(printf '%*s' $f '' | tr ' ' '#')" "$1" "$total" "$2" >&2
+  fi
 }
 # questions started in a stats file (a line per turn; the second turns do not count)
 started() { grep -vc '"turn": 2' "$1" || true; }
@@ -649,7 +656,7 @@ for i in "${order[@]}"; do
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
       bar $(( done_q + $(started "$stats") )) "$name, ${dsname[$ds]}"
-      sleep 0.2
+      sleep 0.5 # a poll forks a grep: seldom, on a machine the benchmark has to itself
     done
     wait "$pid" || { echo >&2; tail -20 "$log.err" >&2; die "config '$name' on ${dsname[$ds]} failed (log: $log.err)"; }
     done_q=$(( done_q + nq ))
