@@ -543,12 +543,9 @@ done_q=0 last_bar=""
 bar() { # bar DONE LABEL
   [ "$1 $2" != "$last_bar" ] || return 0
   last_bar="$1 $2"
-  local w=30 f=$(( $1 * 30 / total ))
-  if [ -t 2 ]; then
-    printf '\r[%-*s] %d/%d %s\033[K' $w "$(printf '%*s' $f '' | tr ' ' '#')" "$1" "$total" "$2" >&2
-  else
-    printf '[%-*s] %d/%d %s\n' $w "$(printf '%*s' $f '' | tr ' ' '#')" "$1" "$total" "$2" >&2
-  fi
+  local w=30 f=$(( $1 * 30 / total )) line
+  line=$(printf '[%-*s] %d/%d %s' $w "$(printf '%*s' $f '' | tr ' ' '#')" "$1" "$total" "$2")
+  if [ -t 2 ]; then printf '\r%s\033[K' "$line" >&2; else printf '%s\n' "$line" >&2; fi
 }
 # questions started in a stats file (a line per turn; the second turns do not count)
 started() { grep -vc '"turn": 2' "$1" || true; }

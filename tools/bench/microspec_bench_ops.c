@@ -127,6 +127,18 @@ static void bw_range(void *arg, int64_t b, int64_t e) {
     J->sums[b * 64 / 4096] += s; /* keeps the loop from being optimised out */
 }
 
+/* Seconds of the fastest of `passes` pool rounds of fn over [0, items), the first `warm` not counted. */
+static double pool_best_s(ms_pool_fn fn, void *arg, int64_t items, int passes, int warm) {
+    double best = 1e30;
+    for (int r = 0; r < passes; r++) {
+        const double t0 = ms_now_s();
+        ms_pool_run(fn, arg, items, 1);
+        const double t = ms_now_s() - t0;
+        if (r >= warm && t < best) best = t;
+    }
+    return best;
+}
+
 /* GB/s (1e9 bytes) of a read over 1 GiB with the pool's threads; 0 on failure. */
 static double measure_bandwidth(void) {
     const size_t bytes = (size_t)1 << 30;
@@ -134,13 +146,7 @@ static double measure_bandwidth(void) {
     if (!p) return 0.0;
     for (size_t i = 0; i < bytes / 8; i++) p[i] = i;
     bw_job J = {.p = p, .words_per_item = (int64_t)(bytes / 8 / 4096)};
-    double best = 1e30;
-    for (int r = 0; r < 4; r++) {
-        double t0 = ms_now_s();
-        ms_pool_run(bw_range, &J, 4096, 1);
-        double t = ms_now_s() - t0;
-        if (r > 0 && t < best) best = t; /* the first pass warms the pages */
-    }
+    const double best = pool_best_s(bw_range, &J, 4096, 4, 1); /* the first pass warms the pages */
     uint64_t all = 0;
     for (int i = 0; i < 64; i++) all += J.sums[i];
     free(p);
@@ -231,13 +237,7 @@ static double measure_int8_peak(int threads) {
     const peak_loop L = peak_loop_for(ms_isa_active());
     if (!L.fn) return 0.0;
     peak_job J = {.loop = L};
-    double best = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double t0 = ms_now_s();
-        ms_pool_run(peak_range, &J, threads, 1);
-        double t = ms_now_s() - t0;
-        if (t < best) best = t;
-    }
+    const double best = pool_best_s(peak_range, &J, threads, 3, 0);
     uint64_t all = 0;
     for (int i = 0; i < 64; i++) all += J.sink[i];
     if (all == 1) fputs("", stderr);
