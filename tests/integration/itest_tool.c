@@ -3,7 +3,7 @@
  * server-sent-event streams, a client that disconnects mid-stream, CURVE keys,
  * and raw ZeroMQ peers that send the target and the draft node garbage.
  *
- *   itest-tool free-port                              a free TCP port on 127.0.0.1
+ *   itest-tool free-port                              a free TCP port, below the ephemeral range, reserved
  *   itest-tool prompts JSONL N OUTDIR                 turns[0] of the first N lines → OUTDIR/pNN.txt
  *   itest-tool body completions|chat PROMPT_FILE MAX_TOKENS STREAM(0|1)   request body on stdout
  *   itest-tool text RESPONSE OUT                      choices[0] text/content → OUT (raw bytes)
@@ -35,6 +35,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -290,9 +291,72 @@ static int cmd_stats_eq(int argc, char **argv) {
 
 /* ---- sockets ---------------------------------------------------------------------- */
 
+/* free-port: a port below the kernel's ephemeral range, reserved for an hour.
+ * A port from bind(0) comes from the ephemeral range, which every outgoing
+ * connection (curl, Slurm's RPCs, the link's dials) draws from too; between
+ * the test picking it and its node binding it, one of them could take it (a
+ * node then fails with EADDRINUSE: a flaky test). Below that range only
+ * listeners bind, and the reservation file (created O_EXCL in
+ * $TMPDIR/ms-itest-ports) keeps two tests running at once from picking the
+ * same port. The port must bind now on 0.0.0.0 (so neither a listener nor a
+ * TIME_WAIT socket holds it). Where the range starts too low to leave room,
+ * bind(0) as before. */
+static int port_binds(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+static int port_reserve(const char *dir, int port) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d", dir, port);
+    for (int tries = 0; tries < 2; tries++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+        if (fd >= 0) {
+            close(fd);
+            return 1;
+        }
+        struct stat st;
+        if (errno != EEXIST || stat(path, &st) != 0 || time(NULL) - st.st_mtime < 3600) return 0;
+        unlink(path); /* an hour old: its test is long gone */
+    }
+    return 0;
+}
+
 static int cmd_free_port(int argc, char **argv) {
     (void)argv;
     if (argc != 0) return 2;
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+        fclose(f);
+    }
+    const int first = 15000;
+    if (lo - first >= 2000) {
+        const char *tmp = getenv("TMPDIR");
+        char dir[4000];
+        if (snprintf(dir, sizeof dir, "%s/ms-itest-ports", tmp && *tmp ? tmp : "/tmp") >= (int)sizeof dir)
+            DIE("free-port: TMPDIR too long");
+        mode_t old = umask(0);
+        if (mkdir(dir, 01777) != 0 && errno != EEXIST) DIE("free-port: mkdir %s: %s", dir, strerror(errno));
+        umask(old);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int n = lo - first;
+        int start = (int)(((unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec) % (unsigned)n);
+        for (int i = 0; i < n; i++) {
+            int port = first + (start + i) % n;
+            if (!port_binds(port) || !port_reserve(dir, port)) continue;
+            if (!port_binds(port)) continue; /* taken while reserving: leave the file, try another */
+            printf("%d\n", port);
+            return 0;
+        }
+        DIE("free-port: no free port in %d..%d", first, lo - 1);
+    }
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -5,8 +5,9 @@
 # and an EXIT trap that stops every process the test started (SIGTERM, then
 # SIGKILL after a bounded grace), runs $IT_CLEANUP (extra cleanup, e.g.
 # network namespaces), kills (and fails on) any process still carrying the
-# test's MS_TEST_TAG (tests/proc_guard.sh), prints the logs' tails on failure
-# and removes $WORK.
+# test's MS_TEST_TAG (tests/proc_guard.sh), fails on a sanitizer report and
+# prints the logs' tails on failure ($WORK/*.log and the globs in
+# $IT_MORE_LOGS), and removes $WORK.
 # Waits are bounded polls; nothing sleeps for long.
 set -u
 set -o pipefail
@@ -21,6 +22,7 @@ DRAFT_BIN=$MS_BUILD_DIR/bin/microspec-draft
 IT_FAILS=0
 IT_PIDS=()
 IT_CLEANUP=""
+IT_MORE_LOGS="" # globs of logs beyond $WORK/*.log whose tails a failure prints
 # ITEST_SMALL (set by CMake for sanitizer builds): slow nodes — fewer prompts, a
 # longer link deadline.
 IT_DEADLINE=800
@@ -54,7 +56,8 @@ it_cleanup() {
   # Sanitizer builds: a report in any node's log fails the test.
   if [ -d "${WORK:-}" ] && [ "$rc" != 77 ]; then
     local bad=()
-    mapfile -t bad < <(grep -lE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: " "$WORK"/*.log 2>/dev/null)
+    # shellcheck disable=SC2086 # IT_MORE_LOGS: globs, expanded here
+    mapfile -t bad < <(grep -lE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: " "$WORK"/*.log ${IT_MORE_LOGS:-} 2>/dev/null)
     if [ ${#bad[@]} -gt 0 ]; then
       echo "FAIL: sanitizer reports in: ${bad[*]}"
       grep -hE -A12 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: " "${bad[@]}" | head -60
@@ -62,9 +65,10 @@ it_cleanup() {
     fi
   fi
   if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -d "${WORK:-}" ]; then
-    for f in "$WORK"/*.log; do
+    # shellcheck disable=SC2086 # IT_MORE_LOGS: globs under $WORK, expanded now
+    for f in "$WORK"/*.log ${IT_MORE_LOGS:-}; do
       [ -f "$f" ] || continue
-      echo "---- tail of $(basename "$f")"
+      echo "---- tail of ${f#"$WORK"/}"
       tail -n 25 "$f"
     done
   fi

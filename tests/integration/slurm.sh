@@ -78,6 +78,7 @@ NodeName=ms2 NodeHostname=$host NodeAddr=127.0.0.1 Port=$d2_port CPUs=4
 PartitionName=ms Nodes=ms1,ms2 Default=YES MaxTime=INFINITE State=UP
 EOF
   export SLURM_CONF=$S/slurm.conf MS_SLURM_DIR=$S/jobs
+  IT_MORE_LOGS="$S/jobs/slurm-*.out $S/jobs/*/*.log" # each job's batch output and its nodes' logs
   IT_CLEANUP=it_slurm_stop
   it_slurm_bg "$WORK/munged.log" munged -F --force --socket="$S/munge/sock" --key-file="$S/munge/key" \
     --pid-file="$S/munge/pid" --log-file="$S/munge/log" --seed-file="$S/munge/seed"
