@@ -501,8 +501,9 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
      * MicroSpec window's top-K_pre. A request that starts with the gate
      * closed (the model did not pay in the last rounds) gets no top-K_pre:
      * if its model runs later, the window starts from the prompt's ids and
-     * fills from the rounds' top-K_ver; the output is the same either way. */
-    const bool all_rows = draft && (want_feats || (!draft->no_topk_pre && !skip_model));
+     * fills from the rounds' top-K_ver; the output is the same either way.
+     * K_pre = 0 asks for none: no LM head over the prompt either. */
+    const bool all_rows = draft && (want_feats || (!draft->no_topk_pre && !skip_model && p->k_pre > 0));
     const int64_t k_pre = all_rows ? p->k_pre : 0;
     int32_t *topk_pre = NULL;
     float *feats = NULL, *root_logits = t->logits + (MS_TREE_MAX - 1) * V;
