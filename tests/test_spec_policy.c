@@ -20,6 +20,9 @@
  *  4. The draft's kept KV rows: after seeded verdicts, each tree equals a
  *     fresh draft's on the same history (tokens and shape; scores within
  *     KV_TOL, kv_part).
+ *  5. The catch-up after rounds without the model (the target's gate): each
+ *     model round's tree equals a fresh draft's on the tokens the rule keeps
+ *     (catchup_part).
  */
 #include "spec_util.h"
 
@@ -432,6 +435,106 @@ out:
     ms_dft_free(&fresh);
 }
 
+/* ---- catch-up after rounds without the model (ms_draft.c, catch_up) --------
+ *
+ * Rounds the target's gate makes without the model (ms_msg_verify.skip_model;
+ * a request begun so: ms_msg_begin.skip_model) queue their tokens; the next
+ * model round commits them after what the KV holds, or, when more than
+ * CU_RECENT wait, starts the KV again from the last CU_RECENT of them. The
+ * property: every model round's tree is the tree a fresh draft gives when
+ * begun on exactly the tokens this separate copy of the rule keeps. Verdicts
+ * that lead into a round without the model accept no token (a kept chain row
+ * is committed already, so which tokens wait would depend on the tree's
+ * shape); the others accept seeded paths. */
+#define CU_RECENT 16 /* ms_draft.c: CATCHUP_MAX */
+#define CU_NPROMPT 40
+
+static void catchup_part(const char *tdir, uint64_t seed) {
+    ms_dft_opts o = ms_dft_opts_default();
+    o.kind = MS_DRAFT_LM;
+    o.model_dir = tdir;
+    o.vocab = MS_VOCAB_FULL;
+    o.tree = (ms_tree_params){.top_k = 3, .depth = 3, .total = 16};
+    o.prompt_max = 0; /* the whole prompt waits at begin */
+    ms_dft *d = NULL, *fresh = NULL;
+    ms_ids eff = {0}, pend = {0}; /* the reference: tokens in the KV; tokens waiting, the root last */
+    ms_status s = ms_dft_new(&o, &d);
+    if (s >= 0) s = ms_dft_new(&o, &fresh);
+    SPEC_CHECK(s >= 0, "catch-up: ms_dft_new");
+    if (s < 0) goto out;
+    ms_draft_port port = ms_dft_port(d), ref = ms_dft_port(fresh);
+    ms_rng rng;
+    ms_rng_seed(&rng, seed);
+    int32_t prompt[CU_NPROMPT];
+    for (int i = 0; i < CU_NPROMPT; i++) {
+        prompt[i] = (int32_t)(ms_rng_u64(&rng) % 300);
+        ms_ids_push(&pend, prompt[i]);
+    }
+    ms_ids_push(&pend, 12);
+    ms_msg_begin b = {.request_id = 11, .prompt = prompt, .n_prompt = CU_NPROMPT, .root = 12, .skip_model = true};
+    s = port.begin(port.ctx, &b);
+    SPEC_CHECK(s >= 0, "catch-up: begin");
+    bool skip = true, lagging = false;
+    int64_t compared = 0, restarts = 0, appended = 0, run_left = 20;
+    double worst = 0.0;
+    for (int64_t round = 1; round <= 300 && s >= 0; round++) {
+        ms_msg_tree tm, tr;
+        s = port.draft(port.ctx, 11, round, &tm);
+        SPEC_CHECK(s >= 0, "catch-up round %lld: draft", (long long)round);
+        if (s < 0) break;
+        if (skip) {
+            SPEC_CHECK(tm.tree.n == 1, "catch-up round %lld: a round without the model drafted %lld nodes",
+                       (long long)round, (long long)tm.tree.n - 1);
+        } else {
+            if (lagging && pend.n > CU_RECENT) { /* the rule: the KV starts again from the last CU_RECENT */
+                eff.n = 0;
+                memmove(pend.v, pend.v + pend.n - CU_RECENT, CU_RECENT * sizeof *pend.v);
+                pend.n = CU_RECENT;
+                restarts++;
+            } else if (lagging) {
+                appended++;
+            }
+            for (int64_t i = 0; i < pend.n; i++) ms_ids_push(&eff, pend.v[i]);
+            pend.n = 0;
+            ms_msg_begin rb = {.request_id = 12, .prompt = eff.v, .n_prompt = eff.n - 1, .root = eff.v[eff.n - 1]};
+            s = ref.begin(ref.ctx, &rb);
+            if (s >= 0) s = ref.draft(ref.ctx, 12, 1, &tr);
+            SPEC_CHECK(s >= 0, "catch-up round %lld: reference draft", (long long)round);
+            if (s < 0) break;
+            const double e = tree_diff(&tm.tree, &tr.tree);
+            ms_check_worst(&worst, e);
+            SPEC_CHECK(e <= KV_TOL, "catch-up round %lld: the tree is %g from a fresh draft's on the %lld kept tokens",
+                       (long long)round, e, (long long)eff.n);
+            ref.end(ref.ctx, 12);
+            compared++;
+        }
+        /* runs without the model of 1-30 rounds (about half pass CU_RECENT), after one model round in three */
+        if (run_left == 0 && !skip && ms_rng_u64(&rng) % 3 == 0) run_left = 1 + (int64_t)(ms_rng_u64(&rng) % 30);
+        const bool next_skip = run_left > 0;
+        run_left -= run_left > 0;
+        const int32_t node = skip || next_skip ? 0 : (int32_t)(ms_rng_u64(&rng) % (uint64_t)tm.tree.n);
+        ms_msg_verify v = verdict_to(&tm.tree, node, 11, round, &rng);
+        v.skip_model = next_skip;
+        /* what waits next: a model round's accepted tokens and bonus; after a round without it, the bonus too */
+        for (int64_t k = 1; k < v.n_path; k++) ms_ids_push(&pend, tm.tree.token[v.path[k]]);
+        ms_ids_push(&pend, v.bonus);
+        lagging = skip;
+        s = port.accept(port.ctx, &v);
+        SPEC_CHECK(s >= 0, "catch-up round %lld: accept", (long long)round);
+        skip = next_skip;
+    }
+    SPEC_CHECK(restarts > 3 && appended > 3, "catch-up: %lld restarts, %lld catch-ups after the KV", (long long)restarts,
+               (long long)appended);
+    fprintf(stderr, "catch-up: %lld model rounds compared (%lld restarts, %lld appended); trees within %.3g of a "
+            "fresh draft's\n", (long long)compared, (long long)restarts, (long long)appended, worst);
+    port.end(port.ctx, 11);
+out:
+    ms_ids_free(&eff);
+    ms_ids_free(&pend);
+    ms_dft_free(&d);
+    ms_dft_free(&fresh);
+}
+
 int main(void) {
     ms_log_set_level(MS_LOG_WARN);
     const bool small = spec_small();
@@ -455,6 +558,7 @@ int main(void) {
         rule_part(tdir, 4, true, 32);
         kv_part(tdir, (ms_tree_params){.top_k = 1, .depth = 5, .total = 2, .chain = true}, 41);
         kv_part(tdir, (ms_tree_params){.top_k = 3, .depth = 3, .total = 16}, 42);
+        catchup_part(tdir, 43);
     }
     ms_test_rmtree(tmp);
     fprintf(stderr, "%lld speculative runs; %.1f s\n", (long long)g_runs, ms_now_s() - t0);
