@@ -374,16 +374,35 @@ static double tree_diff(const ms_tree *a, const ms_tree *b) {
     return worst;
 }
 
-static void kv_part(const char *tdir, ms_tree_params shape, uint64_t seed) {
+/* The draft under test and its fresh reference: lm drafts of the model at
+ * tdir with the given tree, reading every prompt row (prompt_max 0), so a
+ * fresh draft begun on a history commits exactly that history. */
+static ms_status draft_pair(const char *tdir, ms_tree_params shape, ms_dft **d, ms_dft **fresh) {
     ms_dft_opts o = ms_dft_opts_default();
     o.kind = MS_DRAFT_LM;
     o.model_dir = tdir;
     o.vocab = MS_VOCAB_FULL;
     o.tree = shape;
-    o.prompt_max = 0; /* the fresh draft reads the whole history, as the one it is compared with */
+    o.prompt_max = 0;
+    ms_status s = ms_dft_new(&o, d);
+    if (s >= 0) s = ms_dft_new(&o, fresh);
+    return s;
+}
+
+/* tree_diff of t from the first tree of the fresh draft `ref` begun on the n
+ * tokens of hist with `root`; INFINITY when the reference fails. */
+static double fresh_diff(ms_draft_port ref, const int32_t *hist, int64_t n, int32_t root, const ms_tree *t) {
+    ms_msg_begin rb = {.request_id = 99, .prompt = hist, .n_prompt = n, .root = root};
+    ms_msg_tree tr;
+    ms_status s = ref.begin(ref.ctx, &rb);
+    if (s >= 0) s = ref.draft(ref.ctx, 99, 1, &tr);
+    ref.end(ref.ctx, 99);
+    return s < 0 ? INFINITY : tree_diff(t, &tr.tree);
+}
+
+static void kv_part(const char *tdir, ms_tree_params shape, uint64_t seed) {
     ms_dft *d = NULL, *fresh = NULL;
-    ms_status s = ms_dft_new(&o, &d);
-    if (s >= 0) s = ms_dft_new(&o, &fresh);
+    ms_status s = draft_pair(tdir, shape, &d, &fresh);
     SPEC_CHECK(s >= 0, "kv: ms_dft_new");
     if (s < 0) goto out;
     ms_draft_port port = ms_dft_port(d), ref = ms_dft_port(fresh);
@@ -399,22 +418,16 @@ static void kv_part(const char *tdir, ms_tree_params shape, uint64_t seed) {
     int64_t kept_any = 0;
     double worst = 0.0;
     for (int64_t round = 1; round <= 40 && s >= 0; round++) {
-        ms_msg_tree tm, tr;
+        ms_msg_tree tm;
         s = port.draft(port.ctx, 9, round, &tm);
         SPEC_CHECK(s >= 0, "kv round %lld: draft", (long long)round);
         if (s < 0) break;
         if (round > 1) { /* the reference: a fresh draft begun on the history */
-            ms_msg_begin rb = {.request_id = 10, .prompt = hist.v, .n_prompt = hist.n, .root = root};
-            s = ref.begin(ref.ctx, &rb);
-            if (s >= 0) s = ref.draft(ref.ctx, 10, 1, &tr);
-            SPEC_CHECK(s >= 0, "kv round %lld: reference draft", (long long)round);
-            if (s < 0) break;
-            const double e = tree_diff(&tm.tree, &tr.tree);
+            const double e = fresh_diff(ref, hist.v, hist.n, root, &tm.tree);
             ms_check_worst(&worst, e);
             SPEC_CHECK(e <= KV_TOL,
                        "kv round %lld (%s): the tree is %g from a fresh draft's on the same %lld tokens",
                        (long long)round, shape.chain ? "chain" : "tree", e, (long long)hist.n + 1);
-            ref.end(ref.ctx, 10);
         }
         ms_msg_verify v = verdict_to(&tm.tree, (int32_t)(ms_rng_u64(&rng) % (uint64_t)tm.tree.n), 9, round, &rng);
         const int64_t n = v.n_path;
@@ -450,16 +463,9 @@ out:
 #define CU_NPROMPT 40
 
 static void catchup_part(const char *tdir, uint64_t seed) {
-    ms_dft_opts o = ms_dft_opts_default();
-    o.kind = MS_DRAFT_LM;
-    o.model_dir = tdir;
-    o.vocab = MS_VOCAB_FULL;
-    o.tree = (ms_tree_params){.top_k = 3, .depth = 3, .total = 16};
-    o.prompt_max = 0; /* the whole prompt waits at begin */
     ms_dft *d = NULL, *fresh = NULL;
     ms_ids eff = {0}, pend = {0}; /* the reference: tokens in the KV; tokens waiting, the root last */
-    ms_status s = ms_dft_new(&o, &d);
-    if (s >= 0) s = ms_dft_new(&o, &fresh);
+    ms_status s = draft_pair(tdir, (ms_tree_params){.top_k = 3, .depth = 3, .total = 16}, &d, &fresh);
     SPEC_CHECK(s >= 0, "catch-up: ms_dft_new");
     if (s < 0) goto out;
     ms_draft_port port = ms_dft_port(d), ref = ms_dft_port(fresh);
@@ -478,7 +484,7 @@ static void catchup_part(const char *tdir, uint64_t seed) {
     int64_t compared = 0, restarts = 0, appended = 0, run_left = 20;
     double worst = 0.0;
     for (int64_t round = 1; round <= 300 && s >= 0; round++) {
-        ms_msg_tree tm, tr;
+        ms_msg_tree tm;
         s = port.draft(port.ctx, 11, round, &tm);
         SPEC_CHECK(s >= 0, "catch-up round %lld: draft", (long long)round);
         if (s < 0) break;
@@ -496,16 +502,10 @@ static void catchup_part(const char *tdir, uint64_t seed) {
             }
             for (int64_t i = 0; i < pend.n; i++) ms_ids_push(&eff, pend.v[i]);
             pend.n = 0;
-            ms_msg_begin rb = {.request_id = 12, .prompt = eff.v, .n_prompt = eff.n - 1, .root = eff.v[eff.n - 1]};
-            s = ref.begin(ref.ctx, &rb);
-            if (s >= 0) s = ref.draft(ref.ctx, 12, 1, &tr);
-            SPEC_CHECK(s >= 0, "catch-up round %lld: reference draft", (long long)round);
-            if (s < 0) break;
-            const double e = tree_diff(&tm.tree, &tr.tree);
+            const double e = fresh_diff(ref, eff.v, eff.n - 1, eff.v[eff.n - 1], &tm.tree);
             ms_check_worst(&worst, e);
             SPEC_CHECK(e <= KV_TOL, "catch-up round %lld: the tree is %g from a fresh draft's on the %lld kept tokens",
                        (long long)round, e, (long long)eff.n);
-            ref.end(ref.ctx, 12);
             compared++;
         }
         /* runs without the model of 1-30 rounds (about half pass CU_RECENT), after one model round in three */
