@@ -228,23 +228,30 @@ typedef struct {
     uint8_t *out;
 } pack_job;
 
-/* Q5_0: unit P of tile t (the layout above) into o (11 slots of 64 bytes). */
-static void pack_q5_0_unit(const ms_qweight *w, int64_t t, int64_t P, uint8_t *o) {
-    memset(o, 0, (size_t)KQ5_WORDS * 64);
+/* Q5_0 or Q4_0: unit P of tile t (the layout above) into o (11 or 9 slots
+ * of 64 bytes). */
+static void pack_pair_unit(const ms_qweight *w, int64_t t, int64_t P, uint8_t *o) {
+    const bool five = w->dtype == MS_DTYPE_Q5_0;
+    const int bw = pair_block_words(w->dtype);
+    memset(o, 0, (size_t)pack_words(w->dtype) * 64);
     const int64_t nb = w->k / QK;
     for (int j = 0; j < 16 && 16 * t + j < w->m; j++) {
         const uint8_t *row = (const uint8_t *)w->data + (size_t)(16 * t + j) * w->row_bytes;
         for (int h = 0; h < 2 && 2 * P + h < nb; h++) {
-            const uint8_t *blk = row + (size_t)(2 * P + h) * 22;
+            const uint8_t *blk = row + (size_t)(2 * P + h) * ms_dtype_block_bytes(w->dtype);
             memcpy(o + 4 * j + 2 * h, blk, 2); /* d */
-            const uint32_t qh = ld_u32(blk + 2);
-            uint8_t *masks = o + 64 * (1 + 5 * h);
-            for (int q = 0; q < 8; q++)
-                for (int i = 0; i < 4; i++) {
-                    const int e = q < 4 ? 4 * q + i : 16 + 4 * (q - 4) + i, bit = 4 * j + i;
-                    if ((qh >> e) & 1u) masks[8 * q + bit / 8] |= (uint8_t)(1u << (bit % 8));
-                }
-            for (int q = 0; q < 4; q++) memcpy(o + 64 * (2 + 5 * h + q) + 4 * j, blk + 6 + 4 * q, 4);
+            uint8_t *bo = o + 64 * (1 + bw * h);
+            if (five) {
+                const uint32_t qh = ld_u32(blk + 2);
+                for (int q = 0; q < 8; q++)
+                    for (int i = 0; i < 4; i++) {
+                        const int e = q < 4 ? 4 * q + i : 16 + 4 * (q - 4) + i, bit = 4 * j + i;
+                        if ((qh >> e) & 1u) bo[8 * q + bit / 8] |= (uint8_t)(1u << (bit % 8));
+                    }
+                bo += 64;
+            }
+            const uint8_t *qs = blk + (five ? 6 : 2);
+            for (int q = 0; q < 4; q++) memcpy(bo + 64 * q + 4 * j, qs + 4 * q, 4);
         }
     }
 }
@@ -258,8 +265,8 @@ static void pack_range(void *arg, int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; t++) {
         uint8_t *o = P->out + (size_t)t * pack_tile_bytes(w);
         for (int64_t u = 0; u < units; u++) {
-            if (w->dtype == MS_DTYPE_Q5_0) {
-                pack_q5_0_unit(w, t, u, o);
+            if (pack_unit(w->dtype) == 2 * QK) {
+                pack_pair_unit(w, t, u, o);
                 o += (size_t)words * 64;
                 continue;
             }

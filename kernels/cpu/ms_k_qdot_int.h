@@ -119,15 +119,28 @@ static inline const uint8_t *job_wrow(const qd_job *J, int64_t j, int64_t *r_out
  * its fifth bits as eight 64-bit masks (mask q: bit 4j + i = the high bit of
  * row j's element 4q + i for q < 4, of 16 + 4(q − 4) + i above — the bytes
  * of the unpacked vector it completes), slots 2 + 5h + q lane j = its qs
- * bytes 4q..4q + 3 — 22 bytes a row and block, as stored. */
+ * bytes 4q..4q + 3 — 22 bytes a row and block, as stored. Q4_0's unit is
+ * the same without the masks: 9 slots, slot 0 the two d, slots 1 + 4h + q
+ * block h's qs bytes 4q..4q + 3 (18 bytes a row and block). */
 
-enum { KQ5_WORDS = 11 };
+enum { KQ5_WORDS = 11, KQ40_WORDS = 9 };
 
 static inline int pack_words(ms_dtype dt) {
-    return dt == MS_DTYPE_Q4_K ? 36 : dt == MS_DTYPE_Q6_K ? 53 : dt == MS_DTYPE_Q8_0 ? 9 : dt == MS_DTYPE_Q5_0 ? KQ5_WORDS : 0;
+    switch (dt) {
+    case MS_DTYPE_Q4_K: return 36;
+    case MS_DTYPE_Q6_K: return 53;
+    case MS_DTYPE_Q8_0: return 9;
+    case MS_DTYPE_Q5_0: return KQ5_WORDS;
+    case MS_DTYPE_Q4_0: return KQ40_WORDS;
+    default: return 0;
+    }
 }
-/* Elements of one unit: the dtype's block, two of them for Q5_0. */
-static inline int64_t pack_unit(ms_dtype dt) { return dt == MS_DTYPE_Q5_0 ? 2 * QK : ms_dtype_block(dt); }
+/* Slots of one block of a pair-of-blocks unit: its masks (Q5_0) and qs. */
+static inline int pair_block_words(ms_dtype dt) { return dt == MS_DTYPE_Q5_0 ? 5 : 4; }
+/* Elements of one unit: the dtype's block, two of them for Q5_0 and Q4_0. */
+static inline int64_t pack_unit(ms_dtype dt) {
+    return dt == MS_DTYPE_Q5_0 || dt == MS_DTYPE_Q4_0 ? 2 * QK : ms_dtype_block(dt);
+}
 static inline int pack_slot(ms_dtype dt, size_t off) {
     if (dt == MS_DTYPE_Q8_0) return off == 0 ? 0 : (int)((off - 2) / 4) + 1;
     if (dt == MS_DTYPE_Q6_K && off == 206) return 52;

@@ -523,51 +523,58 @@ QD_ROWS_RANGE(Q2, q2_range_q4_1, q2_rows_tile, MS_DTYPE_Q4_1)
 QD_ROWS_RANGE(Q2, q2_range_q5_1, q2_rows_tile, MS_DTYPE_Q5_1)
 QD_ROWS_RANGE(Q2, q2_range_q5_k, q2_rows_tile, MS_DTYPE_Q5_K)
 
-/* ---- Q5_0 over the tile layout, 8 weight rows a vector ------------------------------
+/* ---- Q5_0 and Q4_0 over the tile layout, 8 weight rows a vector -------------------
  *
- * The unit is a pair of blocks (2P, 2P + 1), 11 words (ms_k_qdot_int.h):
- * word 0 their two f16 d; per block h, word 1 + 5h its fifth bits as 8
- * 64-bit masks (mask q: bit 4j + i for row j's byte i of quad q, so half hh
- * is the 32 bits at byte 8q + 4hh: q2_bits32 spreads them over the bytes),
- * words 2 + 5h + q its qs bytes 4q..4q + 3 (low nibbles: quad q, high:
- * quad q + 4). Per x row: vpmaddubsw per quad (≤ 2·31·127 = 7874), four
- * quads added in int16 (≤ 31496), vpmaddwd by ones, less 16·s: the twin's
- * sumi; then (d·dx)·(float)sumi into accumulator b mod 16. Unpacking a
- * block once for 8 rows (its fifth bits cost as much as its products)
- * makes the one-row product read at the memory's speed where the rows in
- * place were compute-bound (12-13 GB/s a thread). */
+ * The unit is a pair of blocks (2P, 2P + 1), 11 words for Q5_0 and 9 for
+ * Q4_0 (ms_k_qdot_int.h): word 0 their two f16 d; per block h of Q5_0,
+ * word 1 + 5h its fifth bits as 8 64-bit masks (mask q: bit 4j + i for row
+ * j's byte i of quad q, so half hh is the 32 bits at byte 8q + 4hh:
+ * q2_bits32 spreads them over the bytes), words 2 + 5h + q its qs bytes
+ * 4q..4q + 3 (low nibbles: quad q, high: quad q + 4); Q4_0's qs words are
+ * 1 + 4h + q. Per x row: vpmaddubsw per quad (Q5_0 ≤ 2·31·127 = 7874, four
+ * quads added in int16 ≤ 31496, two vpmaddwd by ones; Q4_0 ≤ 2·15·127 =
+ * 3810, all eight ≤ 30480, one), less 16·s (Q4_0: 8·s): the twin's sumi;
+ * then (d·dx)·(float)sumi into accumulator b mod 16. Unpacking a block once
+ * for 8 rows (Q5_0's fifth bits cost as much as its products) makes the
+ * one-row product read at the memory's speed where the rows in place were
+ * compute-bound (12-13 GB/s a thread). */
 
 #ifndef KQ2_PF5
 #define KQ2_PF5 0
 #endif
 
-/* NT x rows from i0 against the tile at pk (mt of its rows). */
-Q2_INLINE void kq5_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+/* NT x rows from i0 against the tile at pk (mt of its rows); DT Q5_0 or Q4_0. */
+Q2_INLINE void kqp_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT, ms_dtype DT) {
     const ms_q8_act *x = J->x;
+    const bool five = DT == MS_DTYPE_Q5_0;
     const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
     const size_t xs = (size_t)g * GROUP_Q;
-    const int nh = mt > 8 ? 2 : 1;
+    const int nh = mt > 8 ? 2 : 1, words = pack_words(DT), bw = pair_block_words(DT);
+    const int32_t off = five ? 16 : 8;
     const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     __m256 acc[2][KQ2_NT6][GROUP];
     for (int hh = 0; hh < nh; hh++)
         for (int t = 0; t < NT; t++)
             for (int l = 0; l < GROUP; l++) acc[hh][t][l] = _mm256_setzero_ps();
     for (int64_t P = 0; 2 * P < nb; P++) {
-        const uint8_t *u = pk + (size_t)P * KQ5_WORDS * 64;
+        const uint8_t *u = pk + (size_t)P * words * 64;
         if (KQ2_PF5 > 0 && i0 == 0)
-            for (int l = 0; l < KQ5_WORDS; l++) _mm_prefetch((const char *)u + KQ2_PF5 + 64 * l, _MM_HINT_T0);
+            for (int l = 0; l < words; l++) _mm_prefetch((const char *)u + KQ2_PF5 + 64 * l, _MM_HINT_T0);
         for (int hh = 0; hh < nh; hh++) {
             const __m256i dd = _mm256_load_si256((const __m256i *)(u + 32 * hh));
             for (int h = 0; h < 2 && 2 * P + h < nb; h++) {
                 const int64_t b = 2 * P + h;
                 const __m256 d = q2_f16_half(dd, h);
-                const uint8_t *wb = u + 64 * (size_t)(1 + 5 * h);
+                const uint8_t *wb = u + 64 * (size_t)(1 + bw * h), *qs = five ? wb + 64 : wb;
                 __m256i W[8];
                 for (int q = 0; q < 4; q++) {
-                    const __m256i v = _mm256_load_si256((const __m256i *)(wb + 64 * (1 + q) + 32 * hh));
-                    W[q] = _mm256_or_si256(_mm256_and_si256(v, m4), q2_bits32(ld_u32(wb + 8 * q + 4 * hh)));
-                    W[q + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-                                               q2_bits32(ld_u32(wb + 8 * (q + 4) + 4 * hh)));
+                    const __m256i v = _mm256_load_si256((const __m256i *)(qs + 64 * q + 32 * hh));
+                    W[q] = _mm256_and_si256(v, m4);
+                    W[q + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if (five) {
+                        W[q] = _mm256_or_si256(W[q], q2_bits32(ld_u32(wb + 8 * q + 4 * hh)));
+                        W[q + 4] = _mm256_or_si256(W[q + 4], q2_bits32(ld_u32(wb + 8 * (q + 4) + 4 * hh)));
+                    }
                 }
                 for (int t = 0; t < NT; t++) {
                     const int8_t *xq = x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
@@ -575,10 +582,10 @@ Q2_INLINE void kq5_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt,
                     for (int q = 0; q < 8; q++) p[q] = _mm256_maddubs_epi16(W[q], q2_quad(xq + 4 * q));
                     const __m256i s1 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
                     const __m256i s2 = _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7]));
+                    const __m256i sum = five ? _mm256_add_epi32(_mm256_madd_epi16(s1, ones), _mm256_madd_epi16(s2, ones))
+                                             : _mm256_madd_epi16(_mm256_add_epi16(s1, s2), ones);
                     const int64_t xb = (i0 + t) * g * GROUP + b;
-                    const __m256i sumi =
-                        _mm256_sub_epi32(_mm256_add_epi32(_mm256_madd_epi16(s1, ones), _mm256_madd_epi16(s2, ones)),
-                                         _mm256_set1_epi32(16 * x->s[xb]));
+                    const __m256i sumi = _mm256_sub_epi32(sum, _mm256_set1_epi32(off * x->s[xb]));
                     const __m256 term =
                         _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d[xb])), _mm256_cvtepi32_ps(sumi));
                     acc[hh][t][b % GROUP] = _mm256_add_ps(acc[hh][t][b % GROUP], term);
@@ -590,7 +597,15 @@ Q2_INLINE void kq5_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt,
         q2_lanes_store(J, (const __m256(*)[GROUP])acc[hh], j0 + 8 * hh, mt - 8 * hh < 8 ? mt - 8 * hh : 8, i0, NT);
 }
 
+Q2_INLINE void kq5_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    kqp_tile2(J, pk, j0, mt, i0, NT, MS_DTYPE_Q5_0);
+}
+Q2_INLINE void kq40_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    kqp_tile2(J, pk, j0, mt, i0, NT, MS_DTYPE_Q4_0);
+}
+
 QD_TILE_RANGE(Q2, kq5_range2, kq5_tile2, KQ2_NT6)
+QD_TILE_RANGE(Q2, kq40_range2, kq40_tile2, KQ2_NT6)
 
 void ms_qd_fill_avx2(qd_kernels *k) {
     k->quant_block = q2_quant_block;
@@ -604,6 +619,7 @@ void ms_qd_fill_avx2(qd_kernels *k) {
     k->t[MS_DTYPE_Q4_K].tile = kq4_range2;
     k->t[MS_DTYPE_Q6_K].tile = kq6_range2;
     k->t[MS_DTYPE_Q5_0].tile = kq5_range2;
+    k->t[MS_DTYPE_Q4_0].tile = kq40_range2;
     static const ms_dtype mine[] = {MS_DTYPE_Q8_0, MS_DTYPE_Q5_0, MS_DTYPE_Q4_0, MS_DTYPE_Q4_1,
                                     MS_DTYPE_Q5_1, MS_DTYPE_Q5_K, MS_DTYPE_Q6_K, MS_DTYPE_Q4_K};
     for (int i = 0; i < 8; i++) k->t[mine[i]].path = "avx2";

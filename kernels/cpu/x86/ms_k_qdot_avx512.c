@@ -9,7 +9,7 @@
  *     only the float steps must match, and they are the same IEEE operations
  *     in the same order (no fused multiply-add: GCC does not contract in ISO
  *     C mode, clang is told in ms_k_qdot_int.h).
- *   - AVX-512 VNNI for Q4_K (its per-super-block definition), Q5_0 and Q6_K
+ *   - AVX-512 VNNI for Q4_K (its per-super-block definition), Q5_0, Q4_0 and Q6_K
  *     over the tile layout: lane j = weight row j of a tile of 16, every x
  *     row (decode included) — see "Q4_K on VNNI" below;
  *   - AMX for Q4_K at n ≥ AMX_MIN_ROWS_Q4K: its sub-block sums from tile
@@ -533,11 +533,16 @@ QD_INLINE void kq_lanes_store(const qd_job *J, const __m512 (*acc)[GROUP], int64
     }
 }
 
-/* NT x rows from i0 against the tile at pk (its rows j0.., mt of them). */
-QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+/* NT x rows from i0 against the tile at pk (its rows j0.., mt of them); DT
+ * Q5_0 or Q4_0 (no fifth bits: its qs words follow d and each other, 4 a
+ * block, and the offset is 8). */
+QD_INLINE void kqp_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT, ms_dtype DT) {
     const ms_q8_act *x = J->x;
+    const bool five = DT == MS_DTYPE_Q5_0;
     const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
     const size_t xs = (size_t)g * GROUP_Q;
+    const int words = pack_words(DT), bw = pair_block_words(DT);
+    const int32_t off = five ? 16 : 8;
     const __m512i m4 = _mm512_set1_epi8(0x0F), k16 = _mm512_set1_epi8(0x10);
     __m512 acc[KQ_NT][GROUP];
     for (int t = 0; t < NT; t++)
@@ -547,24 +552,29 @@ QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
         for (int P = 0; P < GROUP / 2; P++) {
             const int64_t b0 = gi * GROUP + 2 * P;
             if (b0 >= nb) break;
-            const uint8_t *u = pk + (size_t)(b0 / 2) * KQ5_WORDS * 64;
+            const uint8_t *u = pk + (size_t)(b0 / 2) * words * 64;
             if (KQ5_PF > 0 && i0 == 0) /* the first pass streams the tile: fetch ahead */
-                for (int l = 0; l < KQ5_WORDS; l++) _mm_prefetch((const char *)u + KQ5_PF + 64 * l, _MM_HINT_T0);
+                for (int l = 0; l < words; l++) _mm_prefetch((const char *)u + KQ5_PF + 64 * l, _MM_HINT_T0);
             const __m512i dd = _mm512_load_si512((const void *)u);
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 if (b0 + h >= nb) break;
                 const __m512 d = f16_half(dd, h);
-                const uint8_t *wb = u + 64 * (size_t)(1 + 5 * h);
+                const uint8_t *wb = u + 64 * (size_t)(1 + bw * h), *qs = five ? wb + 64 : wb;
                 __m512i W[8];
                 for (int q = 0; q < 4; q++) {
-                    const __m512i v = _mm512_load_si512((const void *)(wb + 64 * (1 + q)));
+                    const __m512i v = _mm512_load_si512((const void *)(qs + 64 * q));
                     const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-                    uint64_t ml, mh;
-                    memcpy(&ml, wb + 8 * q, 8);
-                    memcpy(&mh, wb + 8 * (q + 4), 8);
-                    W[q] = _mm512_mask_add_epi8(lo, _cvtu64_mask64(ml), lo, k16);
-                    W[q + 4] = _mm512_mask_add_epi8(hi, _cvtu64_mask64(mh), hi, k16);
+                    if (five) {
+                        uint64_t ml, mh;
+                        memcpy(&ml, wb + 8 * q, 8);
+                        memcpy(&mh, wb + 8 * (q + 4), 8);
+                        W[q] = _mm512_mask_add_epi8(lo, _cvtu64_mask64(ml), lo, k16);
+                        W[q + 4] = _mm512_mask_add_epi8(hi, _cvtu64_mask64(mh), hi, k16);
+                    } else {
+                        W[q] = lo;
+                        W[q + 4] = hi;
+                    }
                 }
                 for (int t = 0; t < NT; t++) {
                     const uint8_t *xq = (const uint8_t *)x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * (b0 + h));
@@ -574,7 +584,7 @@ QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
                         b = _mm512_dpbusd_epi32(b, W[q + 1], _mm512_set1_epi32((int)ld_u32(xq + 4 * q + 4)));
                     }
                     const int64_t xb = (i0 + t) * g * GROUP + b0 + h;
-                    const __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(a, b), _mm512_set1_epi32(16 * x->s[xb]));
+                    const __m512i sumi = _mm512_sub_epi32(_mm512_add_epi32(a, b), _mm512_set1_epi32(off * x->s[xb]));
                     const __m512 term = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(x->d[xb])), _mm512_cvtepi32_ps(sumi));
                     acc[t][2 * P + h] = _mm512_add_ps(acc[t][2 * P + h], term);
                 }
@@ -584,7 +594,15 @@ QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, 
     kq_lanes_store(J, (const __m512(*)[GROUP])acc, j0, mt, i0, NT);
 }
 
+QD_INLINE void kq5_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    kqp_tile(J, pk, j0, mt, i0, NT, MS_DTYPE_Q5_0);
+}
+QD_INLINE void kq40_tile(const qd_job *J, const uint8_t *pk, int64_t j0, int mt, int64_t i0, int NT) {
+    kqp_tile(J, pk, j0, mt, i0, NT, MS_DTYPE_Q4_0);
+}
+
 QD_TILE_RANGE(QD_AVX512, kq5_range, kq5_tile, KQ_NT)
+QD_TILE_RANGE(QD_AVX512, kq40_range, kq40_tile, KQ_NT)
 
 /* ---- Q6_K on VNNI, 16 weight rows a vector ---------------------------------
  *
@@ -1198,9 +1216,10 @@ void ms_qd_fill_avx512(qd_kernels *k) {
     k->t[MS_DTYPE_Q6_K].range = simd_range_q6_k;
     k->t[MS_DTYPE_Q4_K].tile = kq4_range;
     k->t[MS_DTYPE_Q5_0].tile = kq5_range;
+    k->t[MS_DTYPE_Q4_0].tile = kq40_range;
     k->t[MS_DTYPE_Q6_K].tile = kq6_range;
-    static const ms_dtype mine[] = {MS_DTYPE_Q8_0, MS_DTYPE_Q5_0, MS_DTYPE_Q6_K, MS_DTYPE_Q4_K};
-    for (int i = 0; i < 4; i++) k->t[mine[i]].path = "avx512vnni";
+    static const ms_dtype mine[] = {MS_DTYPE_Q8_0, MS_DTYPE_Q5_0, MS_DTYPE_Q6_K, MS_DTYPE_Q4_K, MS_DTYPE_Q4_0};
+    for (int i = 0; i < 5; i++) k->t[mine[i]].path = "avx512vnni";
 }
 
 void ms_qd_fill_amx(qd_kernels *k) {
