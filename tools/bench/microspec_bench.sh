@@ -597,7 +597,9 @@ cluster_config() {
 # the EXIT trap stops it too); its URL in $url
 cluster_start() {
   local i=$1 log=$2 port cfg
-  port=$(py free-port)
+  # a port below the kernel's ephemeral range, reserved (itest-tool): one from
+  # bind(0) can be taken by an outgoing connection before the node binds it
+  port=$("$build/tests/itest-tool" free-port 2>/dev/null) || port=$(py free-port)
   cfg=$out/logs/$((i + 1))-cluster.cfg
   cluster_config "${flags[$i]}" "${pipes[$i]}" "${devs[$i]}" "$port" "$cfg" "${splits[$i]}"
   run_dir=$work/run-$i
