@@ -391,14 +391,19 @@ QD_ROWS_RANGE(QD_AVX512, simd_range_q6_k, simd_tile, MS_DTYPE_Q6_K)
  * The per-super-block definition (ms_qdot.h) over the tile layout of
  * ms_qdot_pack: lane j = weight row 16t + j. For sub-block s of super-block
  * S, the 8 words of its nibbles (64 bytes each: word q of the 16 rows) are
- * unpacked once and applied to NT ≤ KQ_NT (6) x rows; per x row, 8 vpdpbusd with
+ * unpacked once and applied to NT ≤ KQ_NT (8) x rows; per x row, 8 vpdpbusd with
  * x's quad q broadcast give the 16 rows' sub-block sums exactly, one
  * vpmulld by sc_s adds them into I, one exact f32 multiply-add puts
  * mn_s · sk into M; at the end of S, one f32 term per row. The twin's
  * operations on the same integers in the same order: the same bits, for
  * any NT and thread split. */
 
-enum { KQ_NT = 6, KQ4_WORDS = 36 };
+/* x rows an unpack (Q4_K, Q5_0, Q4_0): 8 against 6 (8 rows in one pass, not
+ * 6 + 2, though I and M spill). The 1.5B's 8-row forward on the Zen 4 VM, 2
+ * threads: 63.9-66.3 -> 59.3-59.9 ms (best of 12, three alternating pairs),
+ * median of four bench-ops passes 69.8 -> 67.4 ms; 16 rows unchanged
+ * (results/gguf/attention-2026-11-28.md, end). */
+enum { KQ_NT = 8, KQ4_WORDS = 36 };
 /* Software prefetch distance in the tile stream (bytes; 0: off). */
 #ifndef KQ4_PF
 #define KQ4_PF 4608
