@@ -59,6 +59,13 @@ struct ms_dft {
     int64_t pre_committed;         /* draft KV rows before the speculative commit */
     ms_msg_tree pre_tree;          /* round + 1's tree, stats of the pre-draft work */
     int64_t pre_hits, pre_misses;
+    /* Its time: a pre-draft that outlasts the verify keeps the target
+     * waiting for the verdict's answer (see pre_time). */
+    uint64_t pre_t0, pre_t1;  /* this round's pre-draft: start (its tree just sent), end; 0: none */
+    int pre_bucket;           /* the sent tree's size class (pre_bucket_of) */
+    double pre_budget_ns[6];  /* per class: tree sent to verdict come, as measured (0: not yet) */
+    double step_ns;           /* one tree pass (a level's forward and head), running mean */
+    int64_t depth_cap;        /* draft_round's passes at most (−1: the tree's own depth) */
 
     int64_t win_calls, win_syncs; /* ms_dft_window_syncs */
     ms_dft_level_fn level_fn;
@@ -366,6 +373,7 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     ms_dft *d = ms_calloc(1, sizeof *d);
     if (!d) return MS_ERR_NOMEM;
     d->o = *o;
+    d->depth_cap = -1;
     d->be = ms_k_backend_cpu();
     ms_status s = dft_build(d, vm, cuda_dev);
     if (s < 0) {
@@ -483,6 +491,8 @@ static ms_status expand(void *ctx, const int32_t *tokens, const int32_t *depth, 
                    (size_t)d->d * sizeof(float));
     MS_TRY(head_topk(d, dst, d->root_dev ? ms_model_hidden_dev(d->lm) : NULL, d->prev, tokens, n_rows, depth[0], k,
                      out_ids, out_logp));
+    const double pass_ns = (double)(ms_now_ns() - t0);
+    d->step_ns = d->step_ns > 0.0 ? d->step_ns + (pass_ns - d->step_ns) / 8.0 : pass_ns;
     d->n_sub += n_rows;
     return MS_OK;
 }
@@ -542,6 +552,8 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     d->len = d->o.tree.depth + 1;
     d->len_ema = (double)d->len;
     d->pre_active = false;
+    d->pre_t0 = d->pre_t1 = 0;
+    d->depth_cap = -1;
     d->skip_next = m->skip_model;
     d->skipped = d->lagging = false;
     if (d->ng) {
@@ -581,6 +593,7 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     d->n_sub = 0;
     ms_tree_params tp = d->o.tree;
     if (d->o.adaptive) tp.depth = d->len - 1;
+    if (d->depth_cap >= 0 && tp.depth > d->depth_cap) tp.depth = d->depth_cap;
     ms_status s = ms_tree_build(&tp, d->root, root_ids, root_logp, expand, d, &d->tree);
     /* The tree rows leave the draft KV but a leading chain (row r the child
      * of row r − 1, row 0 the root's): where the verdict accepts its tokens,
@@ -810,14 +823,99 @@ static ms_status accept_impl(void *ctx, const ms_msg_verify *m) {
 
 /* ---- overlap ------------------------------------------------------------------- */
 
+/* Rows of what waits that a pre-draft commits at most in one round (a
+ * 0.5B draft on one core: ~16 rows in one 1.5B verify step). */
+#define PRE_CATCHUP 16
+/* A verdict that came this long after the pre-draft ended found the draft
+ * idle: the time from the tree to it is a clean measure of the verify. */
+#define PRE_IDLE_NS 300000.0
+
+/* Commit the first c rows of `pending` (all of them when c ≥ its length). */
+static ms_status commit_some(ms_dft *d, int64_t c) {
+    const int64_t n = d->pending.n;
+    if (c >= n) return commit_pending(d);
+    d->pending.n = c;
+    ms_status s = commit_pending(d);
+    if (s < 0) {
+        d->pending.n = n;
+        return s;
+    }
+    memmove(d->pending.v, d->pending.v + c, (size_t)(n - c) * sizeof *d->pending.v);
+    d->pending.n = n - c;
+    return MS_OK;
+}
+
+/* A tree's size class: 1, 2, 3-4, 5-8, 9-16, 17+ nodes (a verify's time
+ * grows with the rows it runs). */
+static int pre_bucket_of(int64_t n) {
+    int b = 0;
+    while (b < 5 && n > ((int64_t)1 << b)) b++;
+    return b;
+}
+
+/* At a verdict: what the round's pre-draft says of the time a verify of
+ * its tree's class leaves. Finished early (the draft then waited): the
+ * tree-to-verdict time is measured, and the budget follows it; finished
+ * late (the verdict was already there) after real work: the budget drops
+ * below what the pre-draft took. */
+static void pre_time(ms_dft *d) {
+    if (d->pre_t0 && d->pre_t1) {
+        double *b = &d->pre_budget_ns[d->pre_bucket];
+        const double now = (double)ms_now_ns(), t0 = (double)d->pre_t0, t1 = (double)d->pre_t1;
+        if (now - t1 > PRE_IDLE_NS) {
+            const double v = now - t0;
+            *b = *b > 0.0 ? *b + (v - *b) / 4.0 : v;
+        } else if (t1 - t0 > PRE_IDLE_NS) {
+            const double took = t1 - t0;
+            *b = 0.9 * (*b > 0.0 && *b < took ? *b : took);
+        }
+    }
+    d->pre_t0 = d->pre_t1 = 0;
+}
+
+/* Time left before the verdict is expected (+inf: not known yet). */
+static double pre_left(const ms_dft *d) {
+    const double b = d->pre_budget_ns[d->pre_bucket];
+    return b > 0.0 ? b - (double)(ms_now_ns() - d->pre_t0) : INFINITY;
+}
+
+/* What committing c rows is expected to take: a batched forward of c rows
+ * costs about a step and a quarter step for each further row. */
+static double commit_est(const ms_dft *d, int64_t c) {
+    return c <= 0 ? 0.0 : d->step_ns * (1.0 + (double)(c - 1) / 4.0);
+}
+
+/* The pre-draft's passes that fit before its verdict is expected, after
+ * the bet's own row (−1: no budget known, the tree's own depth); at least
+ * 0: one drafted token. */
+static int64_t pre_depth_cap(const ms_dft *d) {
+    const double left = pre_left(d) - d->step_ns;
+    if (isinf(left) || !(d->step_ns > 0.0)) return -1;
+    return left > 0.0 ? (int64_t)(left / d->step_ns) : 0;
+}
+
 static ms_status predraft_impl(ms_dft *d) {
     if (d->eg) MS_FAIL(MS_ERR_UNSUPPORTED, "overlap pre-drafting needs the target's features: not for eagle drafts");
     if (!d->active || d->tree.n < 1 || d->pre_active)
         MS_FAIL(MS_ERR_INVALID, "pre-draft: no tree of round %lld waiting for its verdict", (long long)d->round);
-    /* A tree made without the model (the gate, or a confident n-gram copy):
-     * its verdict's tokens queue in `pending` for the next model round, so
-     * there is no model state to draft ahead from. Not an error: no bet. */
-    if (d->skipped) return MS_OK;
+    d->pre_t0 = ms_now_ns();
+    d->pre_t1 = 0;
+    d->pre_bucket = pre_bucket_of(d->tree.n);
+    /* A tree made without the model (the gate, or a confident n-gram copy)
+     * left the tokens of its rounds pending: the model catches up on them
+     * here, while the target verifies, as many rows as the verify leaves
+     * time for (PRE_CATCHUP at most: a long prompt's rows take several
+     * rounds), and bets once nothing is pending. */
+    if (d->skipped && d->pending.n > 0) {
+        int64_t c = d->pending.n < PRE_CATCHUP ? d->pending.n : PRE_CATCHUP;
+        while (c > 0 && commit_est(d, c) > pre_left(d)) c--;
+        ms_status s = c > 0 ? commit_some(d, c) : MS_OK;
+        if (s < 0 || d->pending.n > 0) {
+            d->pre_t1 = ms_now_ns();
+            return s;
+        }
+        d->lagging = false;
+    }
     if (d->pending.n != 0)
         MS_FAIL(MS_ERR_INTERNAL, "pre-draft: %lld rows of round %lld not committed", (long long)d->pending.n,
                 (long long)d->round);
@@ -829,6 +927,11 @@ static ms_status predraft_impl(ms_dft *d) {
     for (int32_t i = 1; i < t->n; i++)
         if (t->depth[i] > t->depth[leaf] || (t->depth[i] == t->depth[leaf] && t->score[i] > t->score[leaf])) leaf = i;
     int64_t n = t->depth[leaf] + 1;
+    /* no time for the path's rows, the bet's row and its head: no bet */
+    if (commit_est(d, n - 1) + 1.5 * d->step_ns > pre_left(d)) {
+        d->pre_t1 = ms_now_ns();
+        return MS_OK;
+    }
     for (int32_t v = leaf, k = (int32_t)n - 1; k >= 0; v = t->parent[v], k--) d->pre_path[k] = v;
     d->pre_n_path = n;
     d->pre_committed = d->committed;
@@ -859,7 +962,9 @@ static ms_status predraft_impl(ms_dft *d) {
         d->root = id;
         ms_tree kept = d->tree;
         int64_t round = d->round;
+        d->depth_cap = pre_depth_cap(d);
         s = draft_round(d, d->rid, round + 1, &d->pre_tree);
+        d->depth_cap = -1;
         /* No tree rows stay under overlap: the verdict may refer to either tree. */
         if (s >= 0 && d->kv_chain > 0) s = ms_model_truncate(d->lm, d->committed);
         d->kv_chain = 0;
@@ -867,6 +972,7 @@ static ms_status predraft_impl(ms_dft *d) {
         d->round = round;
     }
     d->next_stats = saved;
+    d->pre_t1 = ms_now_ns();
     if (s < 0) {
         if (rollback_predraft(d) < 0) MS_LOG_WARN("pre-draft rollback failed");
         return s;
@@ -877,6 +983,7 @@ static ms_status predraft_impl(ms_dft *d) {
 static ms_status accept_overlap_impl(ms_dft *d, const ms_msg_verify *m, bool *hit, ms_msg_tree *tree) {
     *hit = false;
     MS_TRY(check_verdict(d, m));
+    pre_time(d);
     adapt_len(d, m); /* on a hit, round + 1 was pre-drafted at the length before this verdict */
     ngram_accept(d, m);
     bool same = d->pre_active && m->n_path == d->pre_n_path && m->bonus == d->pre_bonus &&
@@ -892,6 +999,7 @@ static ms_status accept_overlap_impl(ms_dft *d, const ms_msg_verify *m, bool *hi
      * Its stats carry the pre-draft work and this verdict's coverage. */
     d->pre_hits++;
     d->pre_active = false;
+    d->skipped = d->lagging = false; /* the model caught up and drafted round + 1 */
     ms_draft_stats v = d->next_stats;
     memset(&d->next_stats, 0, sizeof d->next_stats);
     MS_TRY(apply_vocab(d, m, &v));

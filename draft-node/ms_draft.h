@@ -134,10 +134,13 @@ ms_draft_port ms_dft_port(ms_dft *d);
  * while the target verifies it, pre-draft round r+1 assuming the target
  * accepts the tree's deepest path (its deepest node of highest score) and
  * then emits the draft's own top-1 after it as the bonus. Its KV rows are
- * committed speculatively. After a tree made without the model (its tokens
- * wait for the next model round) there is nothing to draft ahead from:
- * MS_OK, no pre-draft. Not for eagle drafts (they need the target's
- * features of the path): returns MS_ERR_UNSUPPORTED. */
+ * committed speculatively. After a tree made without the model (the gate,
+ * a confident n-gram copy) the model first commits what those rounds left
+ * pending (up to 16 rows a round) and bets once nothing is. All of it
+ * within the time the verify is expected to leave (measured per tree size
+ * at the verdicts): what does not fit waits for the next round, and a bet
+ * that does not fit is not made. Not for eagle drafts (they need the
+ * target's features of the path): returns MS_ERR_UNSUPPORTED. */
 ms_status ms_dft_predraft(ms_dft *d);
 /* The target's verdict on round r with a pre-draft pending: when it is
  * exactly the assumed one, *hit = true and *tree is round r+1's tree, ready to

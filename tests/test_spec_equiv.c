@@ -341,11 +341,11 @@ static void ngram_first_check(const char *dir) {
                    tm.tree.token[2] == prompt[14],
                "n-gram first: a confident copy drafted without the model (backbone %llu ns, %lld nodes)",
                (unsigned long long)tm.stats.backbone_ns, (long long)tm.tree.n);
-    /* overlap: a tree made without the model leaves nothing to pre-draft from (no bet, no error) */
+    /* overlap: after a tree made without the model the pre-draft commits 16 of the 53 pending rows (no bet yet) */
     int64_t hits = -1, misses = -1;
     bool hit = true;
     if (s >= 0) s = ms_dft_predraft(d);
-    SPEC_CHECK(s >= 0, "overlap: a pre-draft after a model-free round is no bet, not %s", ms_status_str(s));
+    SPEC_CHECK(s >= 0, "overlap: a pre-draft after a model-free round catches up, not %s", ms_status_str(s));
     /* the target emits something else: no proposal now, the model runs (and commits the prompt first) */
     ms_msg_verify v = {.request_id = 3, .round = 1, .n_path = 1, .path = {0}, .bonus = 7};
     ms_msg_tree pre;
@@ -371,6 +371,76 @@ static void ngram_first_check(const char *dir) {
     ms_dft_free(&d);
 }
 
+/* The first head evaluation after `armed` is set: the pre-draft's bet (its
+ * bonus, the draft's top-1 after the assumed path). */
+typedef struct {
+    bool armed;
+    int32_t bet;
+} bet_probe;
+
+static void probe_bet(void *ctx, const int32_t *tokens, int64_t n, int64_t k, const int32_t *ids, const float *logp) {
+    bet_probe *b = ctx;
+    (void)tokens, (void)logp;
+    if (!b->armed || n != 1 || k != 1) return;
+    b->bet = ids[0];
+    b->armed = false;
+}
+
+/* Overlap after rounds the target's gate keeps without the model: the
+ * pre-draft commits what those rounds left pending (PRE_CATCHUP rows a
+ * round, ms_draft.c) while the target verifies, then bets; a verdict that
+ * matches the bet gets the model's tree of the next round at once, one
+ * that does not drops it (and the rows committed before the bet stay). */
+static void overlap_catchup_check(const char *dir) {
+    ms_dft_opts o = ms_dft_opts_default();
+    o.kind = MS_DRAFT_LAYERSKIP;
+    o.model_dir = o.target_dir = dir;
+    o.layers = 1;
+    o.tree.chain = true;
+    o.tree.depth = 2;
+    ms_dft *d = NULL;
+    ms_status s = ms_dft_new(&o, &d);
+    SPEC_CHECK(s >= 0, "overlap catch-up: ms_dft_new: %s", ms_status_str(s));
+    if (s < 0) return;
+    bet_probe bp = {0};
+    ms_dft_set_level_hook(d, probe_bet, &bp);
+    ms_draft_port port = ms_dft_port(d);
+    int32_t prompt[20];
+    for (int i = 0; i < 20; i++) prompt[i] = 30 + (int32_t)((i * 53) % 300);
+    /* 20 prompt rows and the root pending: two pre-drafts catch up, the second bets */
+    ms_msg_begin b = {.request_id = 5, .prompt = prompt, .n_prompt = 20, .root = 41, .skip_model = true};
+    ms_msg_tree tm, pre = {0};
+    bool hit = true;
+    int64_t hits = -1, misses = -1;
+    int32_t root = 41;
+    s = port.begin(port.ctx, &b);
+    for (int64_t round = 1; round <= 2 && s >= 0; round++) {
+        s = port.draft(port.ctx, 5, round, &tm);
+        SPEC_CHECK(s >= 0 && tm.tree.n == 1 && tm.stats.backbone_ns == 0,
+                   "overlap catch-up: round %lld goes without the model (%s, %lld nodes)", (long long)round,
+                   ms_status_str(s), (long long)tm.tree.n);
+        bp.armed = true;
+        if (s >= 0) s = ms_dft_predraft(d);
+        SPEC_CHECK(s >= 0 && (round == 1) == bp.armed, "overlap catch-up: round %lld %s (%s)", (long long)round,
+                   round == 1 ? "catches up without a bet" : "bets", ms_status_str(s));
+        /* round 1: the target emits some token (no bet to match); round 2: the bet */
+        root = round == 1 ? 77 : bp.bet;
+        ms_msg_verify v = {.request_id = 5, .round = round, .n_path = 1, .path = {0}, .bonus = root,
+                           .skip_model = true};
+        if (s >= 0) s = ms_dft_accept_overlap(d, &v, &hit, &pre);
+        ms_dft_overlap_counts(d, &hits, &misses);
+        SPEC_CHECK(s >= 0 && hit == (round == 2) && hits == round - 1 && misses == 0,
+                   "overlap catch-up: verdict %lld: %s, hit %d, %lld confirmed, %lld dropped", (long long)round,
+                   ms_status_str(s), hit, (long long)hits, (long long)misses);
+    }
+    if (s >= 0)
+        SPEC_CHECK(hit && pre.round == 3 && pre.tree.n >= 2 && pre.tree.token[0] == root && pre.stats.backbone_ns > 0,
+                   "overlap catch-up: the confirmed bet is round 3's model tree (round %lld, %lld nodes, root %d)",
+                   (long long)pre.round, (long long)pre.tree.n, pre.tree.token[0]);
+    port.end(port.ctx, 5);
+    ms_dft_free(&d);
+}
+
 static void stories_group(const char *tmp, bool small) {
     char dir[512];
     ms_status s = spec_convert_stories(tmp, dir, sizeof dir);
@@ -381,6 +451,7 @@ static void stories_group(const char *tmp, bool small) {
     SPEC_CHECK(s >= 0, "convert stories260K");
     if (s < 0) return;
     ngram_first_check(dir);
+    overlap_catchup_check(dir);
     char **texts = NULL;
     int64_t n_texts = 0;
     s = spec_bench_prompts(24, &texts, &n_texts);
