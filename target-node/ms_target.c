@@ -558,9 +558,10 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             draft_s = (double)port_ns * 1e-9;
             port_ns = 0;
         }
-        /* a tree the draft made without its model on its own (its n-gram part was confident: ms_draft.c),
-         * under any policy: the draft applies that rule with or without the gate */
-        if (spec && !draft->model_free && !skip_model && tm.stats.backbone_ns == 0) st->skipped_rounds++;
+        /* a tree the draft made without its model: the gate's skip, or the draft's own rule (its n-gram part
+         * was confident: ms_draft.c) under any policy; counted by the tree, since an overlap draft's confirmed
+         * bet brings the model's tree even where the gate said skip */
+        if (draft && !draft->model_free && tm.stats.backbone_ns == 0) st->skipped_rounds++;
         if (!spec) ms_tree_root(&tm.tree, root); /* a one-node tree: plain autoregressive step */
         const ms_tree *tree = &tm.tree;
         MS_TRY_GOTO(s, plan_verify(t, p, st, spec, root, &kept, kept_of, &tree), out);
@@ -582,7 +583,6 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             ms_gate_observe(&t->gate, skip_model, catchup && !skip_model, n_path, draft_s, (double)(b - a) * 1e-9);
             catchup = skip_model; /* after a round without the model, the next with it catches up */
             skip_model = ms_gate_next(&t->gate, ms_cost_ready(&t->cost) ? ms_cost_at(&t->cost, 1) : 0.0);
-            st->skipped_rounds += skip_model;
         }
         if (spec) count_spec_round(st, tree->n, n_path, &tm.stats);
         MS_LOG_DEBUG("request %llu round %lld: drafted %lld (model %s), verified %lld rows in %.2f ms, accepted %lld, "
