@@ -66,6 +66,7 @@ struct ms_dft {
     double pre_budget_ns[6];  /* per class: tree sent to verdict come, as measured (0: not yet) */
     double step_ns;           /* one tree pass (a level's forward and head), running mean */
     int64_t depth_cap;        /* draft_round's passes at most (−1: the tree's own depth) */
+    int64_t pre_refused;      /* rounds in a row the budget refused a bet (see PRE_EXPLORE) */
 
     int64_t win_calls, win_syncs; /* ms_dft_window_syncs */
     ms_dft_level_fn level_fn;
@@ -829,6 +830,10 @@ static ms_status accept_impl(void *ctx, const ms_msg_verify *m) {
 /* A verdict that came this long after the pre-draft ended found the draft
  * idle: the time from the tree to it is a clean measure of the verify. */
 #define PRE_IDLE_NS 300000.0
+/* After this many rounds in a row without a bet for want of time, one is
+ * made anyway: the budget is learnt from the rounds it allows, and a draft
+ * as slow as the verify would otherwise never bet again. */
+#define PRE_EXPLORE 8
 
 /* Commit the first c rows of `pending` (all of them when c ≥ its length). */
 static ms_status commit_some(ms_dft *d, int64_t c) {
@@ -875,6 +880,7 @@ static void pre_time(ms_dft *d) {
 
 /* Time left before the verdict is expected (+inf: not known yet). */
 static double pre_left(const ms_dft *d) {
+    if (d->o.pre_unbudgeted) return INFINITY;
     const double b = d->pre_budget_ns[d->pre_bucket];
     return b > 0.0 ? b - (double)(ms_now_ns() - d->pre_t0) : INFINITY;
 }
@@ -908,8 +914,8 @@ static ms_status predraft_impl(ms_dft *d) {
      * rounds), and bets once nothing is pending. */
     if (d->skipped && d->pending.n > 0) {
         int64_t c = d->pending.n < PRE_CATCHUP ? d->pending.n : PRE_CATCHUP;
-        while (c > 0 && commit_est(d, c) > pre_left(d)) c--;
-        ms_status s = c > 0 ? commit_some(d, c) : MS_OK;
+        while (c > 1 && commit_est(d, c) > pre_left(d)) c--; /* one row at least: it catches up */
+        ms_status s = commit_some(d, c);
         if (s < 0 || d->pending.n > 0) {
             d->pre_t1 = ms_now_ns();
             return s;
@@ -927,11 +933,13 @@ static ms_status predraft_impl(ms_dft *d) {
     for (int32_t i = 1; i < t->n; i++)
         if (t->depth[i] > t->depth[leaf] || (t->depth[i] == t->depth[leaf] && t->score[i] > t->score[leaf])) leaf = i;
     int64_t n = t->depth[leaf] + 1;
-    /* no time for the path's rows, the bet's row and its head: no bet */
-    if (commit_est(d, n - 1) + 1.5 * d->step_ns > pre_left(d)) {
+    /* no time for the path's rows, the bet's row and its head: no bet (but see PRE_EXPLORE) */
+    if (d->pre_refused < PRE_EXPLORE && commit_est(d, n - 1) + 1.5 * d->step_ns > pre_left(d)) {
+        d->pre_refused++;
         d->pre_t1 = ms_now_ns();
         return MS_OK;
     }
+    d->pre_refused = 0;
     for (int32_t v = leaf, k = (int32_t)n - 1; k >= 0; v = t->parent[v], k--) d->pre_path[k] = v;
     d->pre_n_path = n;
     d->pre_committed = d->committed;

@@ -60,6 +60,8 @@ typedef struct {
     int64_t w_max;          /* dynamic: window size W_max (default 3072) */
     ms_tree_params tree;    /* default EAGLE-2 10/5/60; tree.p_min: the confidence stop (ms_tree.h) */
     bool adaptive;          /* adaptive depth per request (see below); default false: always tree.depth */
+    bool pre_unbudgeted;    /* overlap: pre-draft without the verify's measured time as a bound (for verdicts
+                               that come at once, as a scripted test's do); default false */
     int64_t prompt_max;     /* lm / layerskip: the prompt rows the model reads, the last ones (default 128;
                                ≤ 0: all). Fewer: a cheaper draft prefill, lower acceptance, same output */
     bool ngram;             /* merge the n-gram source's continuation into every tree ("lm+ngram";
