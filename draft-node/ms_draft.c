@@ -14,6 +14,9 @@
 #include "ms_vmode.h"
 #include "ms_wire.h" /* MS_WIRE_TOPK_MAX: the largest K_pre / K_ver a peer may send */
 
+/* Overlap: the size classes of a sent tree whose verify times are kept apart (pre_bucket_of). */
+enum { PRE_CLASSES = 6 };
+
 struct ms_dft {
     ms_dft_opts o;
     ms_model *lm; /* lm and layerskip */
@@ -63,9 +66,8 @@ struct ms_dft {
      * waiting for the verdict's answer (see pre_time). */
     uint64_t pre_t0, pre_t1;  /* this round's pre-draft: start (its tree just sent), end; 0: none */
     int pre_bucket;           /* the sent tree's size class (pre_bucket_of) */
-    double pre_budget_ns[6];  /* per class: tree sent to verdict come, as measured (0: not yet) */
+    double pre_budget_ns[PRE_CLASSES]; /* per class: tree sent to verdict come, as measured (0: not yet) */
     double step_ns;           /* one tree pass (a level's forward and head), running mean */
-    int64_t depth_cap;        /* draft_round's passes at most (−1: the tree's own depth) */
     int64_t pre_refused;      /* rounds in a row the budget refused a bet (see PRE_EXPLORE) */
 
     int64_t win_calls, win_syncs; /* ms_dft_window_syncs */
@@ -374,7 +376,6 @@ ms_status ms_dft_new(const ms_dft_opts *o, ms_dft **out) {
     ms_dft *d = ms_calloc(1, sizeof *d);
     if (!d) return MS_ERR_NOMEM;
     d->o = *o;
-    d->depth_cap = -1;
     d->be = ms_k_backend_cpu();
     ms_status s = dft_build(d, vm, cuda_dev);
     if (s < 0) {
@@ -416,9 +417,9 @@ static ms_status pend_reserve(ms_dft *d, int64_t rows) {
     return MS_OK;
 }
 
-/* Forward the pending rows into the draft KV; root_hid = the last row's output. */
-static ms_status commit_pending(ms_dft *d) {
-    const int64_t n = d->pending.n;
+/* Forward the first n pending rows (n ≤ pending.n) into the draft KV; the
+ * rest stay pending; root_hid = the last committed row's output. */
+static ms_status commit_pending(ms_dft *d, int64_t n) {
     if (n == 0) return MS_OK;
     if (d->kv_chain > 0) { /* a tree's rows that no verdict kept */
         MS_TRY(ms_model_truncate(d->lm, d->committed));
@@ -451,7 +452,9 @@ static ms_status commit_pending(ms_dft *d) {
         memcpy(d->root_hid, last, (size_t)d->d * sizeof(float));
     }
     d->committed += n;
-    d->pending.n = 0;
+    d->pending.n -= n;
+    memmove(d->pending.v, d->pending.v + n, (size_t)d->pending.n * sizeof *d->pending.v);
+    if (d->eg) memmove(d->pend_feat, d->pend_feat + n * d->d, (size_t)(d->pending.n * d->d) * sizeof(float));
     return MS_OK;
 }
 
@@ -554,7 +557,6 @@ static ms_status begin_impl(void *ctx, const ms_msg_begin *m) {
     d->len_ema = (double)d->len;
     d->pre_active = false;
     d->pre_t0 = d->pre_t1 = 0;
-    d->depth_cap = -1;
     d->skip_next = m->skip_model;
     d->skipped = d->lagging = false;
     if (d->ng) {
@@ -580,11 +582,12 @@ static void send_tree(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree *out) 
 }
 
 /* Commit what is pending, take the level-1 top-K after the root, build the
- * tree level by level, drop the tree rows from the KV. */
-static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree *out) {
+ * tree level by level (depth_cap passes at most; −1: the tree's own depth),
+ * drop the tree rows from the KV. */
+static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, int64_t depth_cap, ms_msg_tree *out) {
     MS_TRY(ms_head_ready(d->hd));
     uint64_t t0 = ms_now_ns();
-    MS_TRY(commit_pending(d));
+    MS_TRY(commit_pending(d, d->pending.n));
     d->next_stats.backbone_ns += ms_now_ns() - t0;
 
     int32_t root_ids[MS_TREE_MAX_K];
@@ -594,7 +597,7 @@ static ms_status draft_round(ms_dft *d, uint64_t rid, int64_t round, ms_msg_tree
     d->n_sub = 0;
     ms_tree_params tp = d->o.tree;
     if (d->o.adaptive) tp.depth = d->len - 1;
-    if (d->depth_cap >= 0 && tp.depth > d->depth_cap) tp.depth = d->depth_cap;
+    if (depth_cap >= 0 && tp.depth > depth_cap) tp.depth = depth_cap;
     ms_status s = ms_tree_build(&tp, d->root, root_ids, root_logp, expand, d, &d->tree);
     /* The tree rows leave the draft KV but a leading chain (row r the child
      * of row r − 1, row 0 the root's): where the verdict accepts its tokens,
@@ -691,7 +694,7 @@ static ms_status draft_impl(void *ctx, uint64_t rid, int64_t round, ms_msg_tree 
         d->kv_chain = 0;
         send_tree(d, rid, round, out);
     } else {
-        MS_TRY(draft_round(d, rid, round, out));
+        MS_TRY(draft_round(d, rid, round, -1, out));
     }
     if (ng_n > 0 && ms_ngram_graft(&d->tree, ids, logp, ng_n, MS_TREE_MAX) > 0) out->tree = d->tree;
     return MS_OK;
@@ -835,26 +838,11 @@ static ms_status accept_impl(void *ctx, const ms_msg_verify *m) {
  * as slow as the verify would otherwise never bet again. */
 #define PRE_EXPLORE 8
 
-/* Commit the first c rows of `pending` (all of them when c ≥ its length). */
-static ms_status commit_some(ms_dft *d, int64_t c) {
-    const int64_t n = d->pending.n;
-    if (c >= n) return commit_pending(d);
-    d->pending.n = c;
-    ms_status s = commit_pending(d);
-    if (s < 0) {
-        d->pending.n = n;
-        return s;
-    }
-    memmove(d->pending.v, d->pending.v + c, (size_t)(n - c) * sizeof *d->pending.v);
-    d->pending.n = n - c;
-    return MS_OK;
-}
-
-/* A tree's size class: 1, 2, 3-4, 5-8, 9-16, 17+ nodes (a verify's time
- * grows with the rows it runs). */
+/* A tree's size class (PRE_CLASSES of them): 1, 2, 3-4, 5-8, 9-16, 17+
+ * nodes (a verify's time grows with the rows it runs). */
 static int pre_bucket_of(int64_t n) {
     int b = 0;
-    while (b < 5 && n > ((int64_t)1 << b)) b++;
+    while (b < PRE_CLASSES - 1 && n > ((int64_t)1 << b)) b++;
     return b;
 }
 
@@ -904,8 +892,7 @@ static ms_status predraft_impl(ms_dft *d) {
     if (d->eg) MS_FAIL(MS_ERR_UNSUPPORTED, "overlap pre-drafting needs the target's features: not for eagle drafts");
     if (!d->active || d->tree.n < 1 || d->pre_active)
         MS_FAIL(MS_ERR_INVALID, "pre-draft: no tree of round %lld waiting for its verdict", (long long)d->round);
-    d->pre_t0 = ms_now_ns();
-    d->pre_t1 = 0;
+    d->pre_t0 = ms_now_ns(); /* pre_t1: ms_dft_predraft, at its end */
     d->pre_bucket = pre_bucket_of(d->tree.n);
     /* A tree made without the model (the gate, or a confident n-gram copy)
      * left the tokens of its rounds pending: the model catches up on them
@@ -915,11 +902,8 @@ static ms_status predraft_impl(ms_dft *d) {
     if (d->skipped && d->pending.n > 0) {
         int64_t c = d->pending.n < PRE_CATCHUP ? d->pending.n : PRE_CATCHUP;
         while (c > 1 && commit_est(d, c) > pre_left(d)) c--; /* one row at least: it catches up */
-        ms_status s = commit_some(d, c);
-        if (s < 0 || d->pending.n > 0) {
-            d->pre_t1 = ms_now_ns();
-            return s;
-        }
+        ms_status s = commit_pending(d, c);
+        if (s < 0 || d->pending.n > 0) return s;
         d->lagging = false;
     }
     if (d->pending.n != 0)
@@ -936,7 +920,6 @@ static ms_status predraft_impl(ms_dft *d) {
     /* no time for the path's rows, the bet's row and its head: no bet (but see PRE_EXPLORE) */
     if (d->pre_refused < PRE_EXPLORE && commit_est(d, n - 1) + 1.5 * d->step_ns > pre_left(d)) {
         d->pre_refused++;
-        d->pre_t1 = ms_now_ns();
         return MS_OK;
     }
     d->pre_refused = 0;
@@ -954,7 +937,7 @@ static ms_status predraft_impl(ms_dft *d) {
     for (int64_t k = 1; k < n && s >= 0; k++) d->pending.v[k - 1] = t->token[d->pre_path[k]];
     d->pending.n = n - 1;
     uint64_t t0 = ms_now_ns();
-    if (s >= 0 && d->pending.n > 0) s = commit_pending(d);
+    if (s >= 0 && d->pending.n > 0) s = commit_pending(d, d->pending.n);
     d->next_stats.backbone_ns += ms_now_ns() - t0;
     int32_t id = 0;
     float lp;
@@ -970,9 +953,7 @@ static ms_status predraft_impl(ms_dft *d) {
         d->root = id;
         ms_tree kept = d->tree;
         int64_t round = d->round;
-        d->depth_cap = pre_depth_cap(d);
-        s = draft_round(d, d->rid, round + 1, &d->pre_tree);
-        d->depth_cap = -1;
+        s = draft_round(d, d->rid, round + 1, pre_depth_cap(d), &d->pre_tree);
         /* No tree rows stay under overlap: the verdict may refer to either tree. */
         if (s >= 0 && d->kv_chain > 0) s = ms_model_truncate(d->lm, d->committed);
         d->kv_chain = 0;
@@ -980,7 +961,6 @@ static ms_status predraft_impl(ms_dft *d) {
         d->round = round;
     }
     d->next_stats = saved;
-    d->pre_t1 = ms_now_ns();
     if (s < 0) {
         if (rollback_predraft(d) < 0) MS_LOG_WARN("pre-draft rollback failed");
         return s;
@@ -1059,6 +1039,7 @@ static ms_status port_accept(void *ctx, const ms_msg_verify *m) {
 ms_status ms_dft_predraft(ms_dft *d) {
     const int64_t s0 = win_syncs_now(d);
     ms_status s = predraft_impl(d);
+    d->pre_t1 = ms_now_ns();
     win_count(d, s0);
     return s;
 }
