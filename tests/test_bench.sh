@@ -246,5 +246,60 @@ awk -F'\t' 'NR > 1 && $3 > 0 { n++ } NR > 1 && $4 != "-" && $4 > 0 { bad++ } END
   "$out/lossless.tsv" 2>/dev/null
 check $? "lossless.tsv: fewer than 3 compared rows, or a speculative row differs from AR"
 grep -q '^\*\*Losslessness\*\*.*all identical' "$md"; check $? "the report does not state the losslessness check"
+
+# placement=llama, against a stand-in llama-server (llama.cpp is not built for the tests): it must be fed
+# the first row's prompt ids turn by turn, its timings must become the row's, and its different text must
+# be reported without failing the run; without llama-server the row is reported as skipped
+mkdir -p "$work/fakellama"
+cat >"$work/fakellama/llama-server" <<'EOP'
+#!/usr/bin/env python3
+import http.server, json, sys
+port, log = int(sys.argv[sys.argv.index("--port") + 1]), sys.argv[0] + ".requests"
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def reply(self, obj):
+        b = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self):
+        self.reply({"status": "ok"})
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        open(log, "a").write(json.dumps(body["prompt"]) + "\n")
+        self.reply({"tokens": [7, 7, 7], "content": "x", "stop_type": "limit",
+                    "timings": {"prompt_n": len(body["prompt"]), "prompt_ms": 10.0, "predicted_n": 3,
+                                "predicted_ms": 30.0, "draft_n": 4, "draft_n_accepted": 1}})
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+EOP
+chmod +x "$work/fakellama/llama-server"
+printf 'AR|\nllama stand-in|-t 2 -td 2|placement=llama\n' >"$work/llama.txt"
+LLAMA_BIN=$work/fakellama MS_BUILD_DIR=$build MS_SHARED_DIR=$shared "$src/tools/bench/microspec_bench.sh" \
+  --out "$work/ll" --configs "$work/llama.txt" --model "$work/model" --max-chars 600 --per-category 1 \
+  --max-new-sb 8 --max-new-he 8 --turns 2 --no-report 2>"$work/ll.err"
+check $? "a run with a placement=llama row failed: $(tail -3 "$work/ll.err")"
+python3 - "$work/ll" "$work/fakellama/llama-server.requests" <<'EOP'
+import json, sys
+d, req = sys.argv[1], [json.loads(l) for l in open(sys.argv[2])]
+ar = [json.loads(l)["prompt_ids"] for f in ("sb", "he") for l in open("%s/logs/ids-1-%s.jsonl" % (d, f))]
+assert req == ar, "the stand-in got %d prompts, not the first row's %d prompt ids in order" % (len(req), len(ar))
+rows = [json.loads(l) for l in open(d + "/results.jsonl") if json.loads(l)["config"] == "llama stand-in"]
+assert rows and all(r["new_tokens"] == 3 * r["turns"] and abs(r["wall_s"] - 0.04 * r["turns"]) < 1e-9 and
+                    r["rounds"] == 2 * r["turns"] for r in rows), "the stand-in's timings are not the row's"
+ll = [l.split("\t") for l in open(d + "/lossless.tsv") if l.startswith("llama stand-in")]
+assert ll and all(int(r[2]) > 0 and r[2] == r[3] and r[4].startswith("llama.cpp, not counted") for r in ll), ll
+EOP
+check $? "placement=llama: prompts, timings or the text comparison are wrong"
+printf 'AR|\nllama missing|-t 2|placement=llama\n' >"$work/llama2.txt"
+LLAMA_BIN=$work/none MS_BUILD_DIR=$build MS_SHARED_DIR=$shared "$src/tools/bench/microspec_bench.sh" \
+  --out "$work/ll2" --configs "$work/llama2.txt" --model "$work/model" --max-chars 600 --per-category 1 \
+  --max-new-sb 4 --max-new-he 4 --turns 1 --no-report 2>"$work/ll2.err"
+check $? "a run with a missing llama-server failed: $(tail -3 "$work/ll2.err")"
+grep -q $'^llama missing\tskipped: no .*llama-server' "$work/ll2/skipped.tsv"
+check $? "a placement=llama row without llama-server is not reported as skipped"
+
 [ $fail = 0 ] && echo "bench_reduced: ok ($(sed -n 's/^runtime: //p' "$out/meta.txt") of generation)"
 exit $fail

@@ -48,6 +48,20 @@
 #                             turn 1 + answer 1 + "\n\n" + turn 2 (as microspec-generate
 #                             --turns does with ids); with --chat to /v1/chat/completions
 #                             with the conversation [turn 1, answer 1 (stripped), turn 2].
+#   placement=llama           llama.cpp, the engine users would otherwise run: llama-server
+#                             (LLAMA_BIN, default the tools/build-llamacpp.sh build) started
+#                             with -m MODEL -c 4096 -np 1 and the line's flags as its own
+#                             (e.g. "-t 2 -tb 2" for AR; "-t 2 -tb 2 -td 2 -md DRAFT.gguf
+#                             --spec-type draft-simple" or "--spec-type ngram-mod" for its
+#                             speculative modes), fed per turn the very prompt token ids the
+#                             first configuration read (its --ids-out; a second turn's prompt
+#                             holds that configuration's first answer), greedy (temperature 0,
+#                             top-k 1), no prompt cache; time = its prompt + decode timings;
+#                             accepted tokens from its draft counts. Its ids are compared with
+#                             the first configuration's and reported, not counted as a
+#                             losslessness failure (its arithmetic differs: greedy paths may
+#                             part where two logits nearly tie). Skipped when llama-server is
+#                             missing.
 #   pipeline=sync|overlap     the cluster's draft pipeline (docs/architecture.md §6; cluster only)
 #   threads=T:D               the cluster's thread split on this box: target.threads = T,
 #                             draft.threads = D (cluster only; default: both from --threads,
@@ -69,7 +83,8 @@
 # encoded raw, BOS first; a second turn continues the first turn's prompt and
 # answer after "\n\n"), prompts cut to --max-chars.
 #
-# Environment: MS_BUILD_DIR (default build/release, what tools/demo.sh builds), MS_SHARED_DIR (default ../shared).
+# Environment: MS_BUILD_DIR (default build/release, what tools/demo.sh builds), MS_SHARED_DIR (default ../shared),
+# LLAMA_BIN (llama.cpp's bin folder, for placement=llama).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -77,6 +92,7 @@ cd "$root"
 build=${MS_BUILD_DIR:-build/release}
 shared=${MS_SHARED_DIR:-../shared}
 T=$build/tools
+LB=${LLAMA_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/microspec/llama.cpp-0.3.36/build/bin}
 out=results/bench configs="" model="" per_cat="" max_sb=1024 max_he=512 max_chars="" chat="" report=1 turns=2 resume=0 repeat=1
 argv=("$@")
 die() { echo "microspec_bench: $*" >&2; exit 1; }
@@ -111,8 +127,10 @@ out=$(cd "$out" && pwd)
 build_abs=$(cd "$build" && pwd)
 work=$(mktemp -d)
 run_dir=""  # the cluster being measured, stopped on any exit
+llama_pid="" # the llama-server being measured, stopped on any exit
 cleanup() {
   [ -z "$run_dir" ] || RUN_DIR=$run_dir bash "$root/cluster/stop.sh" >/dev/null 2>&1 || true
+  [ -z "$llama_pid" ] || kill "$llama_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -203,6 +221,42 @@ def cluster(url, prompts, max_new, turns, chat, stats_out):
                      "stop": m.get("stop_reason", ""), "draft_failed": m["draft_failed"]}
                 out.write(json.dumps(s) + "\n")
                 out.flush()
+
+def llama(url, ids_src, n_prompts, max_new, turns, stats_out, ids_out):
+    """llama-server on the first configuration's prompt ids, one request per turn, greedy, no prompt cache:
+    a stats line per turn in microspec-generate's --stats-out format and an --ids-out line. Its new tokens
+    leave out a final end-of-generation token, as microspec-generate counts them; rounds = new tokens −
+    accepted draft tokens (a verify emits its accepted tokens and one of its own)."""
+    src = {}
+    for l in open(ids_src):
+        if l.strip():
+            j = json.loads(l)
+            src[(j["prompt"], j["turn"])] = j["prompt_ids"]
+    with open(stats_out, "w") as out, open(ids_out, "w") as ids:
+        for index in range(int(n_prompts)):
+            for t in range(1, turns + 1):
+                p = src.get((index, t))
+                if p is None:  # a one-turn question, or a turn the first configuration skipped
+                    break
+                code, r = post(url + "/completion", {"prompt": p, "n_predict": max_new, "temperature": 0,
+                                                     "top_k": 1, "cache_prompt": False, "return_tokens": True})
+                tm = r.get("timings")
+                if code != 200 or not isinstance(tm, dict):
+                    err = (r.get("error") or {}).get("message", "") if isinstance(r.get("error"), dict) else ""
+                    print("llama: prompt %d turn %d: HTTP %d %s; skipped" % (index, t, code, err), file=sys.stderr)
+                    break
+                new = int(tm.get("predicted_n", 0)) - (1 if r.get("stop_type") == "eos" else 0)
+                acc, drafted = int(tm.get("draft_n_accepted", 0)), int(tm.get("draft_n", 0))
+                rounds = max(new - acc, 1) if new > 0 else 0
+                pms, dms = float(tm.get("prompt_ms", 0)), float(tm.get("predicted_ms", 0))
+                s = {"index": index, "turn": t, "prompt_tokens": int(tm.get("prompt_n", len(p))), "new_tokens": new,
+                     "rounds": rounds, "spec_rounds": 0, "mean_accepted": new / rounds if rounds else 0,
+                     "accepted": acc, "drafted": drafted, "coverage": 0, "vocab_mean": 0, "vocab_max": 0,
+                     "wall_s": (pms + dms) / 1e3, "prefill_s": pms / 1e3, "stop": r.get("stop_type", ""),
+                     "draft_failed": False}
+                out.write(json.dumps(s) + "\n")
+                out.flush()
+                ids.write(json.dumps({"prompt": index, "turn": t, "prompt_ids": p, "ids": r.get("tokens", [])}) + "\n")
 
 TIMES = ("draft_backbone_s", "draft_head_s", "vocab_s", "verify_s")
 
@@ -330,11 +384,12 @@ def lossless(logs, configs_tsv, dst):
     with open(dst, "w") as f:
         f.write("config\tdataset\tcompared\tdiffering\tfirst differing (prompt, turn)\n")
         for c in cfg[1:]:
-            i, name, flags, status = c[0], c[1], " " + c[5] + " ", c[12]
+            i, name, flags, place, status = c[0], c[1], " " + c[5] + " ", c[6], c[12]
             if status != "run":
                 continue
+            other = place == "llama"  # another engine: its differences are reported, not failures
             m = re.search(r"\s(?:-t|--temperature)\s+([0-9.]+)", flags)
-            sampling = bool(m) and float(m.group(1)) > 0
+            sampling = not other and bool(m) and float(m.group(1)) > 0  # llama rows: -t is threads; greedy
             for ds in ("spec_bench", "human_eval"):
                 short = "sb" if ds == "spec_bench" else "he"
                 mine, ref = os.path.join(logs, "ids-%s-%s.jsonl" % (i, short)), os.path.join(logs, "ids-1-%s.jsonl" % short)
@@ -348,6 +403,10 @@ def lossless(logs, configs_tsv, dst):
                     ks = sorted(set(a) & set(b))
                     keys += ks
                     diff += [k for k in ks if a[k] != b[k]]
+                if other:
+                    f.write("%s\t%s\t%d\t%d\t%s\n" % (name, ds, len(keys), len(diff),
+                            "llama.cpp, not counted as a failure%s" % (": first %s" % (diff[0],) if diff else "")))
+                    continue
                 bad += len(diff)
                 f.write("%s\t%s\t%d\t%d\t%s\n" % (name, ds, len(keys), len(diff), "%s" % (diff[0],) if diff else "-"))
     print(bad)
@@ -371,6 +430,8 @@ if cmd == "add-turns":
     add_turns(args[0], args[1], args[2], int(args[3]), args[4])
 elif cmd == "cluster":
     cluster(args[0], args[1], int(args[2]), int(args[3]), args[4] == "1", args[5])
+elif cmd == "llama":
+    llama(args[0], args[1], args[2], int(args[3]), int(args[4]), args[5], args[6])
 elif cmd == "collect":
     collect(*args)
 elif cmd == "summarize":
@@ -461,11 +522,11 @@ while IFS= read -r line || [ -n "$line" ]; do
   placement=single pipeline=sync device=cpu pipe_set=0 split=
   for w in $kv; do
     case $w in
-      placement=single|placement=cluster) placement=${w#*=} ;;
+      placement=single|placement=cluster|placement=llama) placement=${w#*=} ;;
       pipeline=sync|pipeline=overlap) pipeline=${w#*=} pipe_set=1 ;;
       device=cpu|device=cuda|device=cuda:[0-9]*) device=${w#*=} ;;
       threads=[1-9]*:[1-9]*) split=${w#*=} ;;
-      *) die "$configs: '$name': '$w' is not placement=single|cluster, pipeline=sync|overlap, threads=T:D or device=cpu|cuda[:N]" ;;
+      *) die "$configs: '$name': '$w' is not placement=single|cluster|llama, pipeline=sync|overlap, threads=T:D or device=cpu|cuda[:N]" ;;
     esac
   done
   [ "$pipe_set" = 0 ] || [ "$placement" = cluster ] || die "$configs: '$name': pipeline= needs placement=cluster"
@@ -473,8 +534,10 @@ while IFS= read -r line || [ -n "$line" ]; do
   [ "$placement" = cluster ] || pipeline=—
   # a --device flag among the generate flags counts as the device too
   [[ " $fl " =~ \ --device\ ([a-z0-9:]+) ]] && device=${BASH_REMATCH[1]}
+  [ "$placement" != llama ] || [ "$device" = cpu ] || die "$configs: '$name': placement=llama runs on the CPU only"
   vocab=—  # the same rule as microspec-generate: any draft flag makes it speculative, dynamic by default
-  case " $fl " in *" --draft"* | *" --vocab"* | *" --w-max"* | *" --k-"* | *" --tree-"* | *" --chain"* | *" --lm-head"*) vocab=dynamic ;; esac
+  [ "$placement" = llama ] ||
+    case " $fl " in *" --draft"* | *" --vocab"* | *" --w-max"* | *" --k-"* | *" --tree-"* | *" --chain"* | *" --lm-head"*) vocab=dynamic ;; esac
   [[ " $fl " =~ \ --vocab\ ([a-z]+) ]] && vocab=${BASH_REMATCH[1]}
   wmax=""; [ "$vocab" = dynamic ] && { wmax=3072; [[ " $fl " =~ \ --w-max\ ([0-9]+) ]] && wmax=${BASH_REMATCH[1]}; }
   k=""
@@ -486,7 +549,9 @@ while IFS= read -r line || [ -n "$line" ]; do
   series=$(sed -E 's/(^| )--w-max [0-9]+//' <<<"$fl")
   # skipped: no GPU; a flag this microspec-generate lacks; a flag the cluster config cannot say
   st=run
-  if [ "$device" != cpu ] && [ "$gpus" = 0 ]; then
+  if [ "$placement" = llama ]; then
+    [ -x "$LB/llama-server" ] || st="skipped: no $LB/llama-server (tools/build-llamacpp.sh, or set LLAMA_BIN)"
+  elif [ "$device" != cpu ] && [ "$gpus" = 0 ]; then
     st="skipped: no GPU"
   elif [ "$device" != cpu ] && ! cuda_usable; then
     st="skipped: this build does not run on the GPU (logs/cuda-probe.log)"
@@ -505,6 +570,8 @@ while IFS= read -r line || [ -n "$line" ]; do
 done <"$configs"
 [ ${#names[@]} -gt 0 ] || die "$configs: no configurations"
 [ "${status[0]}" = run ] || die "the first configuration (the speedup's baseline) is ${status[0]}"
+[ "${places[0]}" = single ] || [ -z "$(awk -F'\t' '$7 == "llama" && $13 == "run"' "$out/configs.tsv")" ] ||
+  die "placement=llama reads the first configuration's prompt ids: it must be a single-process run"
 awk -F'\t' '$13 != "run" { print $2 "\t" $13 }' "$out/configs.tsv" >"$out/skipped.tsv"
 while IFS=$'\t' read -r n why; do echo "microspec_bench: '$n': $why" >&2; done <"$out/skipped.tsv"
 
@@ -612,6 +679,27 @@ cluster_stop() {
   run_dir=""
 }
 
+# llama_start I LOG: llama-server with config I's flags; its URL in $url, its pid in $llama_pid
+llama_start() {
+  local i=$1 log=$2 port k
+  port=$("$build/tests/itest-tool" free-port 2>/dev/null) || port=$(py free-port)
+  # shellcheck disable=SC2086 # the flags are words
+  "$LB/llama-server" -m "$model_abs" -c 4096 -np 1 --host 127.0.0.1 --port "$port" ${flags[$i]} >"$log" 2>&1 &
+  llama_pid=$!
+  url=http://127.0.0.1:$port
+  for ((k = 0; k < 600; k++)); do # a model load: up to 5 minutes
+    kill -0 "$llama_pid" 2>/dev/null || { tail -20 "$log" >&2; die "config '${names[$i]}': llama-server exited (log: $log)"; }
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health" 2>/dev/null || true)" = 200 ] && return 0
+    sleep 0.5
+  done
+  die "config '${names[$i]}': llama-server not ready after 5 minutes (log: $log)"
+}
+llama_stop() {
+  kill "$llama_pid" 2>/dev/null || true
+  wait "$llama_pid" 2>/dev/null || true
+  llama_pid=""
+}
+
 # ---------------------------------------------------------------- the runs
 t_start=$(date +%s.%N)
 # --resume: the (configuration, dataset) pairs already in results.jsonl are not run again
@@ -637,12 +725,20 @@ for i in "${order[@]}"; do
     for ds in "${datasets[@]}"; do done_q=$(( done_q + $(wc -l <"$work/$ds.tsv") )); done
     continue
   fi
-  [ "${places[$i]}" = single ] || cluster_start "$i" "$out/logs/$((i + 1))-cluster.log"
+  case ${places[$i]} in
+    cluster) cluster_start "$i" "$out/logs/$((i + 1))-cluster.log" ;;
+    llama) llama_start "$i" "$out/logs/$((i + 1))-llama-server.log" ;;
+  esac
   for ds in "${datasets[@]}"; do
     nq=$(wc -l <"$work/$ds.tsv") stats=$work/stats-$i-$ds$sfx.jsonl log=$out/logs/$((i + 1))-$ds$sfx.log
     if have "$name" "${dsname[$ds]}"; then done_q=$(( done_q + nq )); continue; fi
     : >"$stats"
-    if [ "${places[$i]}" = cluster ]; then
+    if [ "${places[$i]}" = llama ]; then
+      src=$out/logs/ids-1-$ds.jsonl
+      [ -s "$src" ] || die "config '$name': $src missing (placement=llama reads the first configuration's prompt ids)"
+      py llama "$url" "$src" "$(wc -l <"$work/$ds.tsv")" "${maxnew[$ds]}" "$turns" "$stats" \
+        "$out/logs/ids-$((i + 1))-$ds$sfx.jsonl" >"$log" 2>"$log.err" &
+    elif [ "${places[$i]}" = cluster ]; then
       py cluster "$url" "$work/$ds.jsonl" "${maxnew[$ds]}" "$turns" "$([ -n "$chat" ] && echo 1 || echo 0)" "$stats" \
         >"$log" 2>"$log.err" &
     else
@@ -664,7 +760,10 @@ for i in "${order[@]}"; do
     skipped=$(grep -c 'no room\|skipped' "$log.err" || true)
     [ "$skipped" = 0 ] || echo -e "\nmicrospec_bench: $name, ${dsname[$ds]}: $skipped prompt(s) or turn(s) too long for the context, skipped" >&2
   done
-  [ "${places[$i]}" = single ] || cluster_stop
+  case ${places[$i]} in
+    cluster) cluster_stop ;;
+    llama) llama_stop ;;
+  esac
 done
 done
 t_end=$(date +%s.%N)
