@@ -188,6 +188,11 @@ def post(url, body, timeout=900):
         except ValueError:
             return e.code, {}
 
+def error_of(r):
+    """The message of an OpenAI- or llama-server-style error body ("" if none)."""
+    e = r.get("error")
+    return e.get("message", "") if isinstance(e, dict) else ""
+
 def cluster(url, prompts, max_new, turns, chat, stats_out):
     """One stats line per turn, in microspec-generate's --stats-out format."""
     with open(stats_out, "w") as out:
@@ -204,8 +209,8 @@ def cluster(url, prompts, max_new, turns, chat, stats_out):
                     code, r = post(url + "/v1/completions", dict(body, prompt=raw))
                 m = r.get("microspec")
                 if code != 200 or m is None:
-                    err = (r.get("error") or {}).get("message", "") if isinstance(r.get("error"), dict) else ""
-                    print("cluster: prompt %d turn %d: HTTP %d %s; skipped" % (index, t + 1, code, err), file=sys.stderr)
+                    print("cluster: prompt %d turn %d: HTTP %d %s; skipped" % (index, t + 1, code, error_of(r)),
+                          file=sys.stderr)
                     break
                 ch = r["choices"][0]
                 answer = ch.get("text") if "text" in ch else (ch.get("message") or {}).get("content", "")
@@ -242,8 +247,7 @@ def llama(url, ids_src, n_prompts, max_new, turns, stats_out, ids_out):
                                                      "top_k": 1, "cache_prompt": False, "return_tokens": True})
                 tm = r.get("timings")
                 if code != 200 or not isinstance(tm, dict):
-                    err = (r.get("error") or {}).get("message", "") if isinstance(r.get("error"), dict) else ""
-                    print("llama: prompt %d turn %d: HTTP %d %s; skipped" % (index, t, code, err), file=sys.stderr)
+                    print("llama: prompt %d turn %d: HTTP %d %s; skipped" % (index, t, code, error_of(r)), file=sys.stderr)
                     break
                 new = int(tm.get("predicted_n", 0)) - (1 if r.get("stop_type") == "eos" else 0)
                 acc, drafted = int(tm.get("draft_n_accepted", 0)), int(tm.get("draft_n", 0))
@@ -403,12 +407,12 @@ def lossless(logs, configs_tsv, dst):
                     ks = sorted(set(a) & set(b))
                     keys += ks
                     diff += [k for k in ks if a[k] != b[k]]
+                first = "%s" % (diff[0],) if diff else "-"
                 if other:
-                    f.write("%s\t%s\t%d\t%d\t%s\n" % (name, ds, len(keys), len(diff),
-                            "llama.cpp, not counted as a failure%s" % (": first %s" % (diff[0],) if diff else "")))
-                    continue
-                bad += len(diff)
-                f.write("%s\t%s\t%d\t%d\t%s\n" % (name, ds, len(keys), len(diff), "%s" % (diff[0],) if diff else "-"))
+                    first = "llama.cpp, not counted as a failure" + (": first " + first if diff else "")
+                else:
+                    bad += len(diff)
+                f.write("%s\t%s\t%d\t%d\t%s\n" % (name, ds, len(keys), len(diff), first))
     print(bad)
 
 def max_ctx(model):
@@ -660,13 +664,16 @@ cluster_config() {
   } >"$5"
 }
 
+# free_port: a port for a server this run starts, below the kernel's ephemeral
+# range and reserved (itest-tool): one from bind(0) can be taken by an outgoing
+# connection before the server binds it
+free_port() { "$build/tests/itest-tool" free-port 2>/dev/null || py free-port; }
+
 # cluster_start I LOG: a cluster of config I, its state in $run_dir (so that
 # the EXIT trap stops it too); its URL in $url
 cluster_start() {
   local i=$1 log=$2 port cfg
-  # a port below the kernel's ephemeral range, reserved (itest-tool): one from
-  # bind(0) can be taken by an outgoing connection before the node binds it
-  port=$("$build/tests/itest-tool" free-port 2>/dev/null) || port=$(py free-port)
+  port=$(free_port)
   cfg=$out/logs/$((i + 1))-cluster.cfg
   cluster_config "${flags[$i]}" "${pipes[$i]}" "${devs[$i]}" "$port" "$cfg" "${splits[$i]}"
   run_dir=$work/run-$i
@@ -682,7 +689,7 @@ cluster_stop() {
 # llama_start I LOG: llama-server with config I's flags; its URL in $url, its pid in $llama_pid
 llama_start() {
   local i=$1 log=$2 port k
-  port=$("$build/tests/itest-tool" free-port 2>/dev/null) || port=$(py free-port)
+  port=$(free_port)
   # shellcheck disable=SC2086 # the flags are words
   "$LB/llama-server" -m "$model_abs" -c 4096 -np 1 --host 127.0.0.1 --port "$port" ${flags[$i]} >"$log" 2>&1 &
   llama_pid=$!

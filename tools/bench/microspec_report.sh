@@ -133,7 +133,8 @@ if skipped:
 lossless_path = os.path.join(d, "lossless.tsv")
 if os.path.exists(lossless_path):
     rows = [l.rstrip("\n").split("\t") for l in open(lossless_path, encoding="utf-8")][1:]
-    other = [r for r in rows if r[4].startswith("llama.cpp")]  # another engine: reported, not a failure
+    llama = {c["name"] for c in configs if c["placement"] == "llama"}
+    other = [r for r in rows if r[0] in llama]  # another engine: reported, not a failure
     rows = [r for r in rows if r not in other]
     checked = [r for r in rows if r[2] != "0"]
     n_bad = sum(int(r[3]) for r in checked)
