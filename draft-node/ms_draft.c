@@ -639,14 +639,15 @@ static ms_status catch_up(ms_dft *d) {
 }
 
 /* The n-gram source's continuation under the root grafted into d->tree,
- * sharing the nodes the draft already proposed (it never displaces them);
- * whether the tree grew. */
+ * sharing the nodes the draft already proposed (it never displaces them,
+ * but marks them as the n-gram's too); whether it proposed anything. */
 static bool ngram_graft(ms_dft *d) {
     if (!d->ng) return false;
     int32_t ids[MS_TREE_MAX];
     float logp[MS_TREE_MAX];
     const int64_t n = ms_ngram_propose(d->ng, ids, logp);
-    return ms_ngram_graft(&d->tree, ids, logp, n, MS_TREE_MAX) > 0;
+    ms_ngram_graft(&d->tree, ids, logp, n, MS_TREE_MAX);
+    return n > 0;
 }
 
 /* The n-gram source first: a round whose n-gram proposal is expected to
@@ -696,7 +697,10 @@ static ms_status draft_impl(void *ctx, uint64_t rid, int64_t round, ms_msg_tree 
     } else {
         MS_TRY(draft_round(d, rid, round, -1, out));
     }
-    if (ng_n > 0 && ms_ngram_graft(&d->tree, ids, logp, ng_n, MS_TREE_MAX) > 0) out->tree = d->tree;
+    if (ng_n > 0) { /* new nodes, or only the marks of shared ones */
+        ms_ngram_graft(&d->tree, ids, logp, ng_n, MS_TREE_MAX);
+        out->tree = d->tree;
+    }
     return MS_OK;
 }
 

@@ -256,6 +256,7 @@ int64_t ms_ngram_graft(ms_tree *t, const int32_t *ids, const float *logp, int64_
             added++;
         }
         cur = next;
+        t->ngram |= UINT64_C(1) << next;
     }
     return added;
 }

@@ -95,7 +95,8 @@ void ms_ngram_counts(const ms_ngram *g, int64_t *proposed, int64_t *accepted);
 /* Puts the chain ids[n] under t's root: the longest prefix already in the
  * tree (the same token under the same parent) is shared (its score kept),
  * the rest appended as new nodes with score = the parent's + logp[i] (logp
- * NULL: + 0, a point mass), while t->n < max_nodes (≤ MS_TREE_MAX). Returns
+ * NULL: + 0, a point mass), while t->n < max_nodes (≤ MS_TREE_MAX); every
+ * node of the chain in t, shared or new, gets its bit in t->ngram. Returns
  * the nodes added. t stays valid (ms_tree_validate): parents before
  * children, masks and depths consistent. */
 int64_t ms_ngram_graft(ms_tree *t, const int32_t *ids, const float *logp, int64_t n, int64_t max_nodes);

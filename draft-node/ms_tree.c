@@ -169,6 +169,7 @@ static ms_status build(int64_t K, int64_t depth, int64_t total, bool chain, floa
     out->depth[0] = 0;
     out->mask[0] = 1;
     out->score[0] = 0.0f;
+    out->ngram = 0;
     int64_t n = 1;
     for (int64_t i = 0; i < h.n; i++) {
         if (node_of[i] < 0) continue;

@@ -36,7 +36,15 @@ ms_status ms_tree_validate(const ms_tree *t) {
             MS_FAIL(MS_ERR_FORMAT, "draft tree: node %lld: mask %#llx, expected %#llx", (long long)i,
                     (unsigned long long)t->mask[i], (unsigned long long)want);
     }
+    if (!ms_tree_ngram_valid(t))
+        MS_FAIL(MS_ERR_FORMAT, "draft tree: n-gram bits %#llx name the root or nodes past %lld",
+                (unsigned long long)t->ngram, (long long)t->n - 1);
     return MS_OK;
+}
+
+bool ms_tree_ngram_valid(const ms_tree *t) {
+    const uint64_t nodes = t->n >= MS_TREE_MAX ? ~UINT64_C(0) : (UINT64_C(1) << t->n) - 1;
+    return !(t->ngram & ~(nodes & ~UINT64_C(1)));
 }
 
 void ms_tree_root(ms_tree *t, int32_t root) {

@@ -21,6 +21,8 @@ typedef struct {
     int32_t depth[MS_TREE_MAX];  /* root 0 */
     uint64_t mask[MS_TREE_MAX];  /* bit j set ⇔ node j is an ancestor-or-self (bit 0 always set) */
     float score[MS_TREE_MAX];    /* cumulative draft log-prob s (root 0) */
+    uint64_t ngram;              /* bit j set ⇔ the n-gram source proposed node j (whether or not the model
+                                    did too; never the root): the accepted tokens' split by source */
 } ms_tree;
 
 /* Distinct token ids of the tree excluding the root, in node order of first
@@ -33,6 +35,8 @@ int64_t ms_tree_distinct_ids(const ms_tree *t, int32_t *out);
  * bit, token ≥ 0. MS_OK or MS_ERR_FORMAT naming the node and field. Scores are
  * not checked. */
 ms_status ms_tree_validate(const ms_tree *t);
+/* t->ngram names only nodes 1..n−1 (part of ms_tree_validate). */
+bool ms_tree_ngram_valid(const ms_tree *t);
 
 /* *t = the one-node tree of root (a plain decode step; scores 0). */
 void ms_tree_root(ms_tree *t, int32_t root);

@@ -144,6 +144,7 @@ static const wfield tree_fields[] = {
     {FIN("depth", F_IDS_IN, u.tree.tree.depth, 0, MS_TREE_MAX - 1, u.tree.tree.n, "n")},
     {FIN("score", F_F32S, u.tree.tree.score, 0, 0, u.tree.tree.n, "n")},
     {.key = "stats", .kind = F_STATS, .off = M(u.tree.stats)}, /* masks are not sent: rebuilt from the parents */
+    {FU64("ngram", u.tree.tree.ngram), .when = W_SET}, /* validated with the tree (ms_tree_validate) */
 };
 
 static const wfield verify_fields[] = {
@@ -1084,6 +1085,9 @@ static ms_status finish_tree(rd *r, ms_tree *t) {
                   i == 0 ? 0 : (int)t->depth[p] + 1);
         t->mask[i] = (i == 0 ? 0 : t->mask[p]) | (UINT64_C(1) << i);
     }
+    if (!ms_tree_ngram_valid(t))
+        RFAIL(r, MS_ERR_FORMAT, "ngram %#llx names the root or a node past %lld", (unsigned long long)t->ngram,
+              (long long)t->n - 1);
     if (ms_tree_validate(t) != MS_OK) RFAIL(r, MS_ERR_FORMAT, "tree rejected by ms_tree_validate");
     return MS_OK;
 }
@@ -1151,8 +1155,8 @@ static ms_status finish_fields(rd *r, const wtype *t, ms_wire_msg *m, dstate *d,
         const wfield *f = field_at(t, i);
         bool got = seen & B(i);
         /* all zero means absent: a present one must not be, or bytes would not round-trip */
-        if (f->when == W_SET && f->kind == F_HEX && got && !field_bits(m, f))
-            RFAIL(r, MS_ERR_FORMAT, "field '%s' is all zero", f->key);
+        if (f->when == W_SET && (f->kind == F_HEX || f->kind == F_U64) && got && !field_bits(m, f))
+            RFAIL(r, MS_ERR_FORMAT, "field '%s' is %s", f->key, f->kind == F_HEX ? "all zero" : "0");
         if (f->when == W_IF && got != field_called(m, t, f))
             RFAIL(r, MS_ERR_FORMAT, got ? "field '%s' without %s" : "missing field '%s' for %s", f->key, f->if_what);
         if (f->kind == F_IDS || f->kind == F_IDS_IN || f->kind == F_F32S) {

@@ -26,7 +26,9 @@
  *              hex: a link-secret challenge, ms_link.h; absent when all zero)
  *   begin      prompt [n_prompt ids], k_pre, topk_pre [n_prompt·k_pre ids], root, tensor?
  *   tree       n, token [n], parent [n], depth [n], score [n] (float32),
- *              stats {backbone_ns, head_ns, vocab_ns, vocab_size, covered, emitted}
+ *              stats {backbone_ns, head_ns, vocab_ns, vocab_size, covered, emitted},
+ *              optional ngram (uint64: bit j ⇔ node j came from the n-gram source;
+ *              absent when 0)
  *              (masks are not sent: the receiver rebuilds them from parents)
  *   verify     n_path, path [n_path], bonus, k_ver, ver_topk [n_path·k_ver], tensor?
  *   cancel     reason (str ≤ 255)

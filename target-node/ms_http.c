@@ -686,6 +686,10 @@ static json_t *stats_json(const ms_gen_stats *s, const char *stop_reason) {
     json_object_set_new(o, "acceptance_by_depth", acc);
     json_object_set_new(o, "rounds", json_integer(s->rounds));
     json_object_set_new(o, "spec_rounds", json_integer(s->spec_rounds));
+    json_object_set_new(o, "accepted", json_integer(ms_gen_stats_accepted(s)));
+    json_object_set_new(o, "accepted_ngram", json_integer(s->accepted_ngram));
+    json_object_set_new(o, "plain_rounds", json_integer(s->plain_rounds));
+    json_object_set_new(o, "skipped_rounds", json_integer(s->skipped_rounds));
     json_object_set_new(o, "vocab_mean", jreal(s->spec_rounds > 0 ? (double)s->vocab_sum / (double)s->spec_rounds : 0));
     json_object_set_new(o, "vocab_max", json_integer(s->vocab_max));
     json_object_set_new(o, "coverage", jreal(ms_gen_stats_coverage(s)));

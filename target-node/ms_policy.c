@@ -157,6 +157,7 @@ int64_t ms_policy_prune(const ms_tree *in, const ms_cost *c, ms_tree *out, int32
             out->parent[j] = pj;
             out->depth[j] = out->depth[pj] + 1;
             out->mask[j] = out->mask[pj] | (uint64_t)1 << j;
+            out->ngram |= (in->ngram >> i & 1) << j;
         }
     }
     if (expected) *expected = best_sum;

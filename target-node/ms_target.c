@@ -195,6 +195,12 @@ double ms_gen_stats_mean_accepted(const ms_gen_stats *s) {
     return tokens / (double)s->rounds;
 }
 
+int64_t ms_gen_stats_accepted(const ms_gen_stats *s) {
+    int64_t a = 0;
+    for (int64_t d = 1; d <= s->max_depth; d++) a += s->accepted_ge[d];
+    return a;
+}
+
 double ms_gen_stats_accept_rate(const ms_gen_stats *s, int64_t d) {
     if (s->spec_rounds == 0 || d < 1 || d > MS_TREE_MAX) return 0.0;
     return (double)s->accepted_ge[d] / (double)s->spec_rounds;
@@ -235,6 +241,10 @@ void ms_gen_stats_print(const ms_gen_stats *s, FILE *f) {
                 (double)s->drafted / (double)s->spec_rounds, (double)s->pruned / (double)s->spec_rounds,
                 (long long)s->drafted_max, (long long)s->plain_rounds, (long long)s->spec_rounds,
                 (long long)s->skipped_rounds);
+    if (s->spec_rounds > 0)
+        fprintf(f, "accepted draft tokens: %lld (n-gram source %lld, model alone %lld)\n",
+                (long long)ms_gen_stats_accepted(s), (long long)s->accepted_ngram,
+                (long long)(ms_gen_stats_accepted(s) - s->accepted_ngram));
     if (s->spec_rounds > 0)
         fprintf(f, "draft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n",
                 (double)s->vocab_sum / (double)s->spec_rounds, (long long)s->vocab_max, ms_gen_stats_coverage(s),
@@ -416,11 +426,16 @@ static bool take_tree(const ms_tgt *t, ms_draft_port **draft, ms_gen_stats *st, 
     return tm->tree.n > 1 && len0 + tm->tree.n <= ms_model_max_ctx(t->model);
 }
 
-/* A speculative round's statistics: n verified nodes, n_path accepted (the
- * root included), the draft's own figures. */
-static void count_spec_round(ms_gen_stats *st, int64_t n, int64_t n_path, const ms_draft_stats *ds) {
+/* A speculative round's statistics: n verified nodes of which path[n_path]
+ * accepted (the root included), the draft's own figures. */
+static void count_spec_round(ms_gen_stats *st, const ms_tree *tree, const int32_t *path, int64_t n_path,
+                             const ms_draft_stats *ds) {
+    const int64_t n = tree->n;
     st->spec_rounds++;
-    for (int64_t d = 1; d < n_path; d++) st->accepted_ge[d]++;
+    for (int64_t d = 1; d < n_path; d++) {
+        st->accepted_ge[d]++;
+        st->accepted_ngram += (int64_t)(tree->ngram >> path[d] & 1);
+    }
     if (n_path - 1 > st->max_depth) st->max_depth = n_path - 1;
     st->drafted += n - 1;
     if (n - 1 > st->drafted_max) st->drafted_max = n - 1;
@@ -584,7 +599,7 @@ ms_status ms_tgt_generate(ms_tgt *t, ms_draft_port *draft, uint64_t rid, const i
             catchup = skip_model; /* after a round without the model, the next with it catches up */
             skip_model = ms_gate_next(&t->gate, ms_cost_ready(&t->cost) ? ms_cost_at(&t->cost, 1) : 0.0);
         }
-        if (spec) count_spec_round(st, tree->n, n_path, &tm.stats);
+        if (spec) count_spec_round(st, tree, path, n_path, &tm.stats);
         MS_LOG_DEBUG("request %llu round %lld: drafted %lld (model %s), verified %lld rows in %.2f ms, accepted %lld, "
                      "port %.2f ms, next round %s the model",
                      (unsigned long long)rid, (long long)round, (long long)(spec ? tm.tree.n - 1 : 0),

@@ -43,6 +43,8 @@ typedef struct {
     int64_t rounds;               /* target forwards after the prefill */
     int64_t spec_rounds;          /* rounds verified against a draft tree */
     int64_t accepted_ge[MS_TREE_MAX + 1]; /* rounds whose accepted draft path had ≥ d tokens (d ≥ 1) */
+    int64_t accepted_ngram;       /* accepted draft tokens the n-gram source proposed (the model may have too);
+                                     the rest of Σ_d accepted_ge[d] came from the model alone */
     int64_t max_depth;            /* deepest d with accepted_ge[d] counted */
     int64_t drafted;              /* draft tokens verified (tree nodes − root) summed over spec rounds */
     int64_t drafted_max;          /* the most draft tokens in one spec round's tree */
@@ -68,6 +70,8 @@ typedef struct {
  * (accepted drafts + bonus per round, averaged over rounds, before any stop or
  * max-tokens cut; the prefill's first token is not counted; AR = 1.00). */
 double ms_gen_stats_mean_accepted(const ms_gen_stats *s);
+/* Draft tokens accepted over the request: Σ_d accepted_ge[d] (of which accepted_ngram from the n-gram source). */
+int64_t ms_gen_stats_accepted(const ms_gen_stats *s);
 /* Share of spec rounds whose accepted path reached depth d (d ≥ 1). */
 double ms_gen_stats_accept_rate(const ms_gen_stats *s, int64_t d);
 double ms_gen_stats_coverage(const ms_gen_stats *s); /* covered / emitted, 1 when nothing measured */

@@ -3,7 +3,8 @@
 # (tools/bench/microspec_bench.sh + tools/bench/microspec_report.sh) on stories260K:
 # 2 questions per category, 24 new tokens per turn, MT-bench with both turns,
 # the configurations every table and figure needs: AR, dynamic W_max 32 and
-# 128, static K=64, an ablation row (indexed LM head), the two-node cluster
+# 128 (and 128 with the n-gram source merged: the accepted tokens' split by
+# source), static K=64, an ablation row (indexed LM head), the two-node cluster
 # (sync) and, on a machine without a GPU, a GPU row that must be reported as
 # skipped. Checks consistency, not numbers: every table has every row and
 # column, the cells parse as numbers, the first row (AR) has speedup 1.00 and
@@ -24,9 +25,9 @@ check() { # check CONDITION-STATUS MESSAGE
   if [ "$1" != 0 ]; then echo "FAIL: $2"; fail=1; fi
 }
 
-per_cat=2 n_tok=24 tree=""
+per_cat=2 per_he=3 n_tok=24 tree=""
 # sanitizer builds: the same checks on a smaller run (fewer prompts and tokens, a small tree)
-if [ -n "${BENCH_SMALL:-}" ]; then per_cat=1 n_tok=8 tree="--tree-k 4 --tree-depth 2 --tree-total 8"; fi
+if [ -n "${BENCH_SMALL:-}" ]; then per_cat=1 per_he=2 n_tok=8 tree="--tree-k 4 --tree-depth 2 --tree-total 8"; fi
 gen_help=$("$build/tools/microspec-generate" --help 2>&1)
 has() { grep -q -- "$1[ ,=]" <<<"$gen_help"; }
 no_gpu=0; (nvidia-smi -L 2>/dev/null || true) | grep -q '^GPU' || no_gpu=1
@@ -42,6 +43,7 @@ cat >"$work/configs.txt" <<EOC
 # name|flags|placement
 AR|
 dynamic W_max=32|$ls4 --vocab dynamic --w-max 32
+dynamic W_max=128 +ngram|$ls4 --vocab dynamic --w-max 128 --draft-kind layerskip+ngram
 dynamic W_max=128|$ls4 --vocab dynamic --w-max 128
 static K=64|$ls4 --vocab static --vocab-list $work/static-64.txt
 dynamic W_max=128 indexed|$ls4 --vocab dynamic --w-max 128 --lm-head indexed
@@ -49,7 +51,7 @@ cluster sync W_max=128|$ls4 --vocab dynamic --w-max 128|placement=cluster pipeli
 EOC
 [ $no_gpu = 1 ] && echo "GPU dynamic|$ls4 --vocab dynamic --w-max 128|device=cuda" >>"$work/configs.txt"
 # the configurations that must have run, and those that must be reported as skipped
-ran=(AR "dynamic W_max=32" "dynamic W_max=128" "static K=64" "cluster sync W_max=128")
+ran=(AR "dynamic W_max=32" "dynamic W_max=128" "static K=64" "cluster sync W_max=128" "dynamic W_max=128 +ngram")
 skipped=()
 if has --lm-head; then ran+=("dynamic W_max=128 indexed"); else skipped+=("dynamic W_max=128 indexed"); fi
 [ $no_gpu = 1 ] && skipped+=("GPU dynamic")
@@ -57,7 +59,7 @@ n_cfg=${#ran[@]}
 
 out=$work/out
 MS_BUILD_DIR=$build MS_SHARED_DIR=$shared "$src/tools/bench/microspec_bench.sh" --out "$out" --configs "$work/configs.txt" \
-  --model "$work/model" --max-chars 600 --per-category "$per_cat" --max-new-sb "$n_tok" --max-new-he "$n_tok" \
+  --model "$work/model" --max-chars 600 --per-category "$per_cat" --humaneval "$per_he" --max-new-sb "$n_tok" --max-new-he "$n_tok" \
   --turns 2 2>"$work/err"
 rc=$?
 check $rc "microspec_bench.sh exited $rc: $(tail -5 "$work/err")"
@@ -76,14 +78,16 @@ MS_BUILD_DIR=$build "$src/tools/bench/microspec_bench.sh" --out "$work/bad" --co
 [ $? != 0 ] && grep -q "threads= needs placement=cluster" "$work/bad.err"
 check $? "threads= without placement=cluster not refused: $(tail -2 "$work/bad.err")"
 
-# results: 7 categories × per_cat questions × the configurations that ran, no warm-up lines
+# results: (6 Spec-Bench categories × per_cat + per_he HumanEval) questions × the configurations that ran,
+# no warm-up lines
 n=$(wc -l <"$out/results.jsonl")
-want=$((7 * per_cat * n_cfg))
+want=$(((6 * per_cat + per_he) * n_cfg))
 [ "$n" = "$want" ]; check $? "results.jsonl has $n lines, want $want"
 for name in "${ran[@]}"; do
   for c in MT Conv RAG Math QA Summ Code; do
     k=$(grep -cF "\"config\": \"$name\", \"dataset\": \"$([ $c = Code ] && echo human_eval || echo spec_bench)\", \"category\": \"$c\"" "$out/results.jsonl")
-    [ "$k" = "$per_cat" ]; check $? "'$name' × $c: $k result lines, want $per_cat"
+    w=$per_cat; [ $c = Code ] && w=$per_he
+    [ "$k" = "$w" ]; check $? "'$name' × $c: $k result lines, want $w"
     grep -qF "{\"config\": \"$name\", \"category\": \"$c\"," "$out/summary.jsonl"; check $? "summary lacks '$name' × $c"
   done
 done
@@ -103,6 +107,18 @@ for s in summ:
     if len(qs) != s["questions"] or abs(tps - s["tokens_per_s"]) > 1e-2 * (1 + tps):
         print("summary %s × %s: %d questions / %.3f tokens/s, results say %d / %.3f" % (
             s["config"], s["category"], s["questions"], s["tokens_per_s"], len(qs), tps))
+# accepted draft tokens by source add up to the accepted length; only a '+ngram' row has n-gram tokens;
+# every row but llama.cpp's carries the split (the cluster's from its HTTP statistics)
+for s in summ:
+    ng, mo = s.get("accepted_ngram_per_round"), s.get("accepted_model_per_round")
+    if ng is None or mo is None:
+        print("summary %s × %s: no accepted split by source" % (s["config"], s["category"]))
+        continue
+    if s["category"] != "Avg" and abs(ng + mo - (s["accepted_length"] - 1)) > 1e-3:
+        print("summary %s × %s: n-gram %.4f + model %.4f accepted per forward, accepted length %.4f" % (
+            s["config"], s["category"], ng, mo, s["accepted_length"]))
+    if ng != 0 and not s["config"].endswith("+ngram"):
+        print("summary %s × %s: %.4f n-gram tokens per forward without the n-gram source" % (s["config"], s["category"], ng))
 for r in res:
     if r["turns"] != len(r["per_turn"]) or r["new_tokens"] != sum(t["new_tokens"] for t in r["per_turn"]):
         print("result %s %s: turns do not add up" % (r["config"], r["question_id"]))
@@ -212,6 +228,13 @@ row=$(section "| cluster sync W_max=128 |" "## Placement: single process vs two-
 grep -qF "| cluster sync W_max=128 | cluster | sync | cpu |" <<<"$row"; check $? "cluster row mislabelled: $row"
 numeric "$row" 9 10; check $? "cluster row lacks draft / verify ms per round: $row"
 for k in machine date commit command; do grep -q "^- $k: " "$md"; check $? "report header lacks $k"; done
+# by source: a row per speculative configuration, "n-gram / model" numbers in every cell
+for name in "dynamic W_max=128 +ngram" "cluster sync W_max=128"; do
+  row=$(section "| $name |" "## Accepted draft tokens per target forward, by source" | head -1)
+  cells=${row#"| $name |"}
+  [ "$cells" != "$row" ] && grep -qE '^( [0-9.]+ / [0-9.]+ \|){8}$' <<<"$cells"; check $? "by-source row '$name' missing or not numeric: $row"
+done
+! section "| AR |" "## Accepted draft tokens per target forward, by source" | grep -q .; check $? "AR in the by-source table"
 
 # the figures: real PNGs; their scripts have a title, axis labels and a legend; every image link resolves
 if command -v gnuplot >/dev/null; then

@@ -248,7 +248,7 @@ static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t
     spec_sink sink = {0};
     ms_gen_stats st;
     int64_t per = g->per_config < g->n_prompts ? g->per_config : g->n_prompts;
-    int64_t rounds = 0, spec_rounds = 0, acc = 0, bad = 0;
+    int64_t rounds = 0, spec_rounds = 0, acc = 0, acc_ngram = 0, bad = 0;
     for (int64_t k = 0; k < per; k++) {
         int64_t i = (c * per + k) % g->n_prompts;
         ms_gen_params p = g->params[i];
@@ -274,15 +274,23 @@ static void run_config(group *g, const draft_spec *ds, ms_vocab_mode vm, int64_t
         SPEC_CHECK(ngd || p.cost_policy ? st.spec_rounds <= st.rounds : st.spec_rounds == st.rounds,
                    "%s prompt %lld: %lld of %lld rounds speculative", name, (long long)i, (long long)st.spec_rounds,
                    (long long)st.rounds);
+        /* the accepted tokens' split by source: all the n-gram's alone, none without it */
+        const int64_t a = ms_gen_stats_accepted(&st);
+        SPEC_CHECK(ngd ? st.accepted_ngram == a : ds->ngram ? st.accepted_ngram >= 0 && st.accepted_ngram <= a
+                                                             : st.accepted_ngram == 0,
+                   "%s prompt %lld: %lld of %lld accepted tokens counted as the n-gram source's", name, (long long)i,
+                   (long long)st.accepted_ngram, (long long)a);
         rounds += st.rounds;
         spec_rounds += st.spec_rounds;
-        for (int64_t dd = 1; dd <= st.max_depth; dd++) acc += st.accepted_ge[dd];
+        acc += a;
+        acc_ngram += st.accepted_ngram;
     }
     g_spec_rounds += spec_rounds;
     g_accepted += acc;
     if (getenv("SPEC_VERBOSE"))
-        fprintf(stderr, "  %-48s %lld prompts, %lld rounds, mean accepted %.2f\n", name, (long long)per,
-                (long long)rounds, rounds ? 1.0 + (double)acc / (double)rounds : 1.0);
+        fprintf(stderr, "  %-48s %lld prompts, %lld rounds, mean accepted %.2f (n-gram source %lld of %lld)\n", name,
+                (long long)per, (long long)rounds, rounds ? 1.0 + (double)acc / (double)rounds : 1.0,
+                (long long)acc_ngram, (long long)acc);
     ms_ids_free(&sink.ids);
     ms_dft_free(&d);
     ms_ngd_free(&ngd);
@@ -342,6 +350,9 @@ static void ngram_first_check(const char *dir) {
                    tm.tree.token[2] == prompt[14],
                "n-gram first: a confident copy drafted without the model (backbone %llu ns, %lld nodes)",
                (unsigned long long)tm.stats.backbone_ns, (long long)tm.tree.n);
+    SPEC_CHECK(s >= 0 && tm.tree.ngram == ((UINT64_C(1) << tm.tree.n) - 2),
+               "n-gram first: every node of the copy marked the n-gram's (%#llx, %lld nodes)",
+               (unsigned long long)tm.tree.ngram, (long long)tm.tree.n);
     /* overlap: after a tree made without the model the pre-draft commits 16 of the 53 pending rows (no bet yet) */
     int64_t hits = -1, misses = -1;
     bool hit = true;
@@ -358,6 +369,8 @@ static void ngram_first_check(const char *dir) {
     SPEC_CHECK(s >= 0 && tm.stats.backbone_ns > 0 && tm.tree.n > 1,
                "n-gram first: without a proposal the model drafts (backbone %llu ns, %lld nodes)",
                (unsigned long long)tm.stats.backbone_ns, (long long)tm.tree.n);
+    SPEC_CHECK(s >= 0 && tm.tree.ngram == 0, "n-gram first: the model's tree has no n-gram marks (%#llx)",
+               (unsigned long long)tm.tree.ngram);
     /* after a model round the bet is made; a verdict off its path drops it, and the next tree is drafted anew */
     if (s >= 0) s = ms_dft_predraft(d);
     ms_msg_verify v2 = {.request_id = 3, .round = 2, .n_path = 1, .path = {0}, .bonus = 11};

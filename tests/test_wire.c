@@ -173,6 +173,9 @@ static void gen(ms_rng *r, ms_wire_type type, int mode, int64_t max_prompt, stor
         t->stats.vocab_size = mode == SZ_MAX ? INT64_MAX : rnd(r, 0, 200000);
         t->stats.emitted = mode == SZ_MAX ? INT64_MAX : rnd(r, 0, 65);
         t->stats.covered = mode == SZ_MAX ? INT64_MAX : rnd(r, 0, t->stats.emitted);
+        /* n-gram marks on nodes 1..n−1 (none on a lone root; every one at SZ_MAX) */
+        const uint64_t nodes = t->tree.n >= MS_TREE_MAX ? ~UINT64_C(0) : (UINT64_C(1) << t->tree.n) - 1;
+        t->tree.ngram = (mode == SZ_MAX ? nodes : rnd_u64(r) & nodes) & ~UINT64_C(1);
         break;
     }
     case MS_WIRE_VERIFY: {
@@ -291,6 +294,7 @@ static void check_with_msgpackc(const ms_wire_buf *b, const ms_wire_msg *m, cons
         CHECK(st && obj_u64(mget(st, "head_ns"), m->u.tree.stats.head_ns) &&
                   obj_i64(mget(st, "covered"), m->u.tree.stats.covered),
               "%s: stats", label);
+        CHECK(t->ngram ? obj_u64(mget(o, "ngram"), t->ngram) : !mget(o, "ngram"), "%s: ngram only when set", label);
         break;
     }
     case MS_WIRE_VERIFY:
@@ -963,6 +967,10 @@ static void test_field_errors(ms_wire_arena *a) {
     CASE(MS_WIRE_TREE, mm_del(mm_get(x.root, "stats"), "covered"), MS_ERR_FORMAT, "stats: missing field 'covered'");
     CASE(MS_WIRE_TREE, *mm_get(mm_get(x.root, "stats"), "covered") = mm_int(7), MS_ERR_FORMAT, "covered 7 > emitted 6");
     CASE(MS_WIRE_TREE, mm_add(&x, mm_get(x.root, "stats"), -1, "extra", mm_int(1)), MS_ERR_FORMAT, "stats: unknown key 'extra'");
+    CASE(MS_WIRE_TREE, mm_add(&x, x.root, -1, "ngram", mm_int(0)), MS_ERR_FORMAT, "field 'ngram' is 0");
+    CASE(MS_WIRE_TREE, mm_add(&x, x.root, -1, "ngram", mm_int(3)), MS_ERR_FORMAT, "ngram 0x3 names the root");
+    CASE(MS_WIRE_TREE, mm_add(&x, x.root, -1, "ngram", mm_int(64)), MS_ERR_FORMAT, "ngram 0x40 names the root or a node past 5");
+    CASE(MS_WIRE_TREE, mm_add(&x, x.root, -1, "ngram", mm_int(-2)), MS_ERR_RANGE, "'ngram' is -2");
     /* begin */
     CASE(MS_WIRE_BEGIN, mm_resize(&x, mm_get(x.root, "topk_pre"), 11), MS_ERR_FORMAT, "'topk_pre' has 11 entries, n_prompt·k_pre is 12");
     CASE(MS_WIRE_BEGIN, *mm_get(x.root, "k_pre") = mm_int(65), MS_ERR_RANGE, "'k_pre' is 65");

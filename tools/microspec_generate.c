@@ -280,6 +280,7 @@ static ms_status answer_text(const ms_tok *tok, const ms_ids *gen, char **out) {
  * Σ_turns new_tokens / Σ_turns wall time (prefill included). */
 typedef struct {
     int64_t prompts, turns, new_tokens, rounds, vocab_sum, vocab_max, spec_rounds, covered, emitted, drafted;
+    int64_t accepted_ngram;
     int64_t accepted_ge[MS_TREE_MAX + 1];
     double tps_sum, wall, draft_s, head_s, vocab_s, verify_s, accept_s;
     float link_us[1 << 16];
@@ -298,6 +299,7 @@ static void summary_add(summary *u, const ms_gen_stats *s) {
     u->covered += s->covered;
     u->emitted += s->emitted;
     for (int64_t d = 1; d <= MS_TREE_MAX; d++) u->accepted_ge[d] += s->accepted_ge[d];
+    u->accepted_ngram += s->accepted_ngram;
     u->wall += s->total_s;
     u->draft_s += s->draft_backbone_s;
     u->head_s += s->draft_head_s;
@@ -325,6 +327,8 @@ static void summary_print(const summary *u, bool spec, FILE *f) {
             (long long)u->rounds);
     if (!spec) return;
     fprintf(f, "drafted per round: %.3f tokens\n", (double)u->drafted / sr);
+    fprintf(f, "accepted per round: %.3f tokens from the n-gram source, %.3f from the model alone\n",
+            (double)u->accepted_ngram / rounds, (emitted - (double)u->rounds - (double)u->accepted_ngram) / rounds);
     fprintf(f, "acceptance by depth:");
     for (int64_t d = 1; d <= 8 && u->accepted_ge[d] > 0; d++) fprintf(f, " %lld:%.3f", (long long)d, (double)u->accepted_ge[d] / sr);
     fprintf(f, "\ndraft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n", (double)u->vocab_sum / sr,
@@ -350,22 +354,19 @@ static void put_json_str(FILE *f, const char *key, const char *v) {
 }
 
 static void write_stats_line(FILE *f, int64_t index, int64_t turn, const question *q, const ms_gen_stats *s) {
-    /* draft tokens accepted over the request: Σ_d accepted_ge[d] (a round with a
-     * d-token accepted path counts in accepted_ge[1..d]) */
-    int64_t accepted = 0;
-    for (int64_t d = 1; d <= s->max_depth; d++) accepted += s->accepted_ge[d];
     fprintf(f, "{\"index\": %lld, \"turn\": %lld", (long long)index, (long long)turn);
     put_json_str(f, "question_id", q->id);
     put_json_str(f, "category", q->category);
     fprintf(f,
             ", \"prompt_tokens\": %lld, \"new_tokens\": %lld, \"rounds\": %lld, \"spec_rounds\": %lld, "
-            "\"mean_accepted\": %.4f, \"accepted\": %lld, \"drafted\": %lld, \"coverage\": %.4f, \"vocab_mean\": %.1f, "
+            "\"mean_accepted\": %.4f, \"accepted\": %lld, \"accepted_ngram\": %lld, \"drafted\": %lld, \"coverage\": %.4f, \"vocab_mean\": %.1f, "
             "\"vocab_max\": %lld, "
             "\"wall_s\": %.6f, \"prefill_s\": %.6f, \"draft_backbone_s\": %.6f, \"draft_head_s\": %.6f, "
             "\"vocab_s\": %.6f, \"verify_s\": %.6f, \"accept_s\": %.6f, \"pruned\": %lld, \"plain_rounds\": %lld, "
             "\"skipped_rounds\": %lld, \"stop\": \"%s\", \"draft_failed\": %s}\n",
             (long long)s->prompt_tokens, (long long)s->new_tokens, (long long)s->rounds,
-            (long long)s->spec_rounds, ms_gen_stats_mean_accepted(s), (long long)accepted, (long long)s->drafted,
+            (long long)s->spec_rounds, ms_gen_stats_mean_accepted(s), (long long)ms_gen_stats_accepted(s),
+            (long long)s->accepted_ngram, (long long)s->drafted,
             ms_gen_stats_coverage(s),
             s->spec_rounds ? (double)s->vocab_sum / (double)s->spec_rounds : 0.0, (long long)s->vocab_max, s->total_s,
             s->prefill_s, s->draft_backbone_s, s->draft_head_s, s->vocab_s, s->verify_s, s->accept_s,

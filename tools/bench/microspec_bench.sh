@@ -17,6 +17,7 @@
 #     --per-category N    questions per category (default all of the evaluation split:
 #                         Spec-Bench's last quarter per category is its training split,
 #                         never run here; tools/bench/microspec_bench_prompts.c)
+#     --humaneval N       HumanEval questions (default: as --per-category)
 #     --max-new-sb N      max new tokens, Spec-Bench (default 1024)
 #     --max-new-he N      max new tokens, HumanEval (default 512)
 #     --max-chars N       cut prompts (each turn) to N bytes (default 600 for
@@ -93,7 +94,7 @@ build=${MS_BUILD_DIR:-build/release}
 shared=${MS_SHARED_DIR:-../shared}
 T=$build/tools
 LB=${LLAMA_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/microspec/llama.cpp-0.3.36/build/bin}
-out=results/bench configs="" model="" per_cat="" max_sb=1024 max_he=512 max_chars="" chat="" report=1 turns=2 resume=0 repeat=1
+out=results/bench configs="" model="" per_cat="" per_he="" max_sb=1024 max_he=512 max_chars="" chat="" report=1 turns=2 resume=0 repeat=1
 argv=("$@")
 die() { echo "microspec_bench: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -102,6 +103,7 @@ while [ $# -gt 0 ]; do
     --configs) configs=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --per-category) per_cat=$2; shift 2 ;;
+    --humaneval) per_he=$2; shift 2 ;;
     --max-new-sb) max_sb=$2; shift 2 ;;
     --max-new-he) max_he=$2; shift 2 ;;
     --max-chars) max_chars=$2; shift 2 ;;
@@ -116,6 +118,7 @@ while [ $# -gt 0 ]; do
 done
 [[ "$turns" =~ ^[12]$ ]] || die "--turns must be 1 or 2, not '$turns'"
 [[ "$repeat" =~ ^[1-9][0-9]?$ ]] || die "--repeat must be a count in 1..99, not '$repeat'"
+[ -z "$per_he" ] || [[ "$per_he" =~ ^[1-9][0-9]{0,3}$ ]] || die "--humaneval must be a count of questions, not '$per_he'"
 for b in microspec-generate microspec-bench-prompts convert-llama2c microspec-freqlist; do
   [ -x "$T/$b" ] || die "$T/$b not found (build first, or set MS_BUILD_DIR)"
 done
@@ -224,6 +227,7 @@ def cluster(url, prompts, max_new, turns, chat, stats_out):
                      "draft_backbone_s": m["draft_backbone_ms"] / 1e3, "draft_head_s": m["draft_head_ms"] / 1e3,
                      "vocab_s": m["vocab_ms"] / 1e3, "verify_s": m["verify_ms"] / 1e3,
                      "stop": m.get("stop_reason", ""), "draft_failed": m["draft_failed"]}
+                s.update({k: m[k] for k in SOURCES if k in m})
                 out.write(json.dumps(s) + "\n")
                 out.flush()
 
@@ -263,6 +267,10 @@ def llama(url, ids_src, n_prompts, max_new, turns, stats_out, ids_out):
                 ids.write(json.dumps({"prompt": index, "turn": t, "prompt_ids": p, "ids": r.get("tokens", [])}) + "\n")
 
 TIMES = ("draft_backbone_s", "draft_head_s", "vocab_s", "verify_s")
+# accepted draft tokens (and of them the n-gram source's), the rounds the cost policy verified plainly and
+# those drafted without the draft model: summed over turns where every turn has them (llama.cpp: "accepted")
+SOURCES = ("accepted", "accepted_ngram", "plain_rounds", "skipped_rounds")
+PER_ROUND = ["accepted_ngram_per_round", "accepted_model_per_round", "plain_rounds_per_round", "skipped_rounds_per_round"]
 
 def collect(manifest, stats, config, dataset, dst, pas="1"):
     """One result line per timed question: manifest columns + the statistics summed over its turns."""
@@ -295,7 +303,7 @@ def collect(manifest, stats, config, dataset, dst, pas="1"):
             # coverage: the turns' shares weighted by their new tokens (the stats line gives a share only)
             nt = r["new_tokens"]
             r["coverage"] = sum(t["coverage"] * t["new_tokens"] for t in ts) / nt if sr and nt else None
-            for k in TIMES:
+            for k in TIMES + SOURCES:
                 r[k] = sum(t[k] for t in ts) if all(k in t for t in ts) else None
             r["draft_failed"] = any(t.get("draft_failed") for t in ts)
             r["per_turn"] = ts
@@ -338,6 +346,13 @@ def summarize(results, configs_tsv, dst):
                  "vocab_mean": rnd(sum(q["vocab_mean"] * q["spec_rounds"] for q in qs if q["vocab_mean"] is not None) / sr, 2) if sr else None,
                  "vocab_max": max(q["vocab_max"] for q in qs),
                  "coverage": rnd(sum(q["coverage"] * q["new_tokens"] for q in qs if q["coverage"] is not None) / nt, 4) if sr and nt else None}
+            # per target forward: accepted draft tokens by source; rounds without the model / verified plainly
+            for k2 in ("accepted_ngram", "plain_rounds", "skipped_rounds"):
+                have = rounds and all(q.get(k2) is not None for q in qs)
+                s[k2 + "_per_round"] = round(sum(q[k2] for q in qs) / rounds, 4) if have else None
+            have = rounds and all(q.get("accepted") is not None and q.get("accepted_ngram") is not None for q in qs)
+            s["accepted_model_per_round"] = (round(sum(q["accepted"] - q["accepted_ngram"] for q in qs) / rounds, 4)
+                                             if have else None)
             for k2 in TIMES:
                 have = all(q[k2] is not None for q in qs)
                 den = rounds if k2 == "verify_s" else sr
@@ -363,8 +378,7 @@ def summarize(results, configs_tsv, dst):
         avg["vocab_mean"] = rnd(mean([s["vocab_mean"] for s in percat]), 2)
         avg["vocab_max"] = max(s["vocab_max"] for s in percat)
         avg["coverage"] = rnd(mean([s["coverage"] for s in percat]), 4)
-        for k2 in TIMES:
-            k2 = k2.replace("_s", "_ms")
+        for k2 in [t.replace("_s", "_ms") for t in TIMES] + PER_ROUND:
             avg[k2] = rnd(mean([s[k2] for s in percat]), 6) if all(s[k2] is not None for s in percat) else None
         avg["second_turns"] = sum(s["second_turns"] for s in percat)
         lines.append(avg)
@@ -593,9 +607,10 @@ fi
 # ---------------------------------------------------------------- prompts
 # the prompt sets: warm-up copies first, then the categories in column order
 pc=(); [ -n "$per_cat" ] && pc=(--per-category "$per_cat")
+ph=("${pc[@]}"); [ -n "$per_he" ] && ph=(--per-category "$per_he")
 mc=(); [ "$max_chars" != 0 ] && mc=(--max-chars "$max_chars")
 "$T/microspec-bench-prompts" --spec-bench "$sb" "${pc[@]}" "${mc[@]}" --out-jsonl "$work/sb1.jsonl" --out-manifest "$work/sb.tsv"
-"$T/microspec-bench-prompts" --human-eval "$he" "${pc[@]}" "${mc[@]}" --out-jsonl "$work/he.jsonl" --out-manifest "$work/he.tsv"
+"$T/microspec-bench-prompts" --human-eval "$he" "${ph[@]}" "${mc[@]}" --out-jsonl "$work/he.jsonl" --out-manifest "$work/he.tsv"
 if [ "$turns" = 2 ]; then
   n2=$(py add-turns "$work/sb1.jsonl" "$work/sb.tsv" "$sb" "$max_chars" "$work/sb.jsonl")
   echo "microspec_bench: $n2 Spec-Bench prompt(s) with a second turn" >&2
@@ -796,7 +811,7 @@ gpu=$( (nvidia-smi -L 2>/dev/null || true) | head -1 | sed 's/ (UUID.*//')
   echo "commit: $commit"
   echo "command: ${MS_BUILD_DIR:+MS_BUILD_DIR=$MS_BUILD_DIR }${MS_SHARED_DIR:+MS_SHARED_DIR=$MS_SHARED_DIR }tools/bench/microspec_bench.sh ${argv[*]}"
   echo "model: $model"
-  echo "protocol: greedy; max new tokens $max_sb (Spec-Bench) / $max_he (HumanEval) per turn; ${per_cat:-all} question(s) per category (Spec-Bench: of the evaluation split, the first three quarters of each source category); first question 3x untimed;$([ "$repeat" = 1 ] || echo " $repeat passes over the configurations, every other one in reverse order, each question's lines averaged over them;") prompts $([ -n "$chat" ] && echo "through the chat template" || echo "encoded raw (no chat template)")$([ "$max_chars" != 0 ] && echo ", each turn cut to $max_chars bytes"); $turns_note; threads as each configuration's flags say (--threads; default all cores)"
+  echo "protocol: greedy; max new tokens $max_sb (Spec-Bench) / $max_he (HumanEval) per turn; ${per_cat:-all} question(s) per category (Spec-Bench: of the evaluation split, the first three quarters of each source category)$([ -n "$per_he" ] && echo ", $per_he HumanEval question(s)"); first question 3x untimed;$([ "$repeat" = 1 ] || echo " $repeat passes over the configurations, every other one in reverse order, each question's lines averaged over them;") prompts $([ -n "$chat" ] && echo "through the chat template" || echo "encoded raw (no chat template)")$([ "$max_chars" != 0 ] && echo ", each turn cut to $max_chars bytes"); $turns_note; threads as each configuration's flags say (--threads; default all cores)"
   echo "runtime: $(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.1f", b - a }') s"
 } >"$out/meta.txt"
 echo "microspec_bench: wrote $out/results.jsonl, $out/summary.jsonl" >&2

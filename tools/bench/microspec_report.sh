@@ -192,6 +192,32 @@ for c in ran:
     P("| %s |%s %.2f |" % (c["name"], cells, avg(c, "accepted_length")))
 P("")
 
+# --- accepted tokens by source, and the rounds the cost policy kept plain
+def cell(c, k, keys, spec):
+    s = summ.get((c["name"], k))
+    vs = [s.get(key) if s else None for key in keys]
+    return " / ".join(fmt(v, spec) for v in vs)
+by_src = [c for c in ran if c["placement"] != "llama" and (avg(c, "accepted_model_per_round") or 0) +
+          (avg(c, "accepted_ngram_per_round") or 0) + (avg(c, "skipped_rounds_per_round") or 0) > 0]
+if by_src:
+    P("## Accepted draft tokens per target forward, by source")
+    P("")
+    P("n-gram / model alone: accepted draft tokens per target forward that the n-gram source proposed (the model")
+    P("may have proposed them too) and that only the draft model proposed (— where the statistics carry no")
+    P("split). Then the share of target forwards drafted without the draft model (the cost policy's gate or")
+    P("the n-gram source first) / verified as a plain decode step (the cost policy pruned the whole tree).")
+    P("")
+    for title, keys, spec in (("accepted per forward: n-gram / model alone",
+                               ("accepted_ngram_per_round", "accepted_model_per_round"), "%.2f"),
+                              ("rounds without the model / decoded plainly",
+                               ("skipped_rounds_per_round", "plain_rounds_per_round"), "%.2f")):
+        P("| %s |" % title + "".join(" %s |" % k for k in CATS) + " Avg |")
+        P("|---|" + "---:|" * len(CATS) + "---:|")
+        for c in by_src:
+            P("| %s |%s %s |" % (c["name"], "".join(" %s |" % cell(c, k, keys, spec) for k in CATS),
+                                 cell(c, "Avg", keys, spec)))
+        P("")
+
 # --- draft vocabulary and cost per round
 spec = [c for c in ran if c["vocab"] not in ("—", "")]
 P("## Draft vocabulary and cost per round")
