@@ -235,20 +235,19 @@ void ms_gen_stats_print(const ms_gen_stats *s, FILE *f) {
     fprintf(f, "mean accepted length: %.3f tokens/forward; acceptance by depth:", ms_gen_stats_mean_accepted(s));
     for (int64_t d = 1; d <= s->max_depth && d <= 8; d++) fprintf(f, " %lld:%.3f", (long long)d, ms_gen_stats_accept_rate(s, d));
     fprintf(f, "\n");
-    if (s->spec_rounds > 0)
+    if (s->spec_rounds > 0) {
         fprintf(f, "drafted per round: mean %.2f verified (%.2f left out by the cost policy), max %lld tokens; "
                    "%lld of %lld rounds decoded plainly, %lld without the draft model\n",
                 (double)s->drafted / (double)s->spec_rounds, (double)s->pruned / (double)s->spec_rounds,
                 (long long)s->drafted_max, (long long)s->plain_rounds, (long long)s->spec_rounds,
                 (long long)s->skipped_rounds);
-    if (s->spec_rounds > 0)
-        fprintf(f, "accepted draft tokens: %lld (n-gram source %lld, model alone %lld)\n",
-                (long long)ms_gen_stats_accepted(s), (long long)s->accepted_ngram,
-                (long long)(ms_gen_stats_accepted(s) - s->accepted_ngram));
-    if (s->spec_rounds > 0)
+        const int64_t accepted = ms_gen_stats_accepted(s);
+        fprintf(f, "accepted draft tokens: %lld (n-gram source %lld, model alone %lld)\n", (long long)accepted,
+                (long long)s->accepted_ngram, (long long)(accepted - s->accepted_ngram));
         fprintf(f, "draft vocabulary: mean %.1f, max %lld; coverage %.4f (%lld/%lld)\n",
                 (double)s->vocab_sum / (double)s->spec_rounds, (long long)s->vocab_max, ms_gen_stats_coverage(s),
                 (long long)s->covered, (long long)s->emitted);
+    }
     fprintf(f,
             "time: prefill %.2f ms, draft backbone %.2f ms, draft head %.2f ms, vocab %.2f ms, verify %.2f ms, "
             "accept %.2f ms, total %.2f ms\n",
