@@ -151,6 +151,7 @@ static ms_status fake_run(void *ctx, const ms_http_request *req, bool (*emit)(vo
     st->accepted_ge[2] = 2;
     st->accepted_ge[3] = 1;
     st->max_depth = 3;
+    st->accepted_ngram = 2; /* of the 6 accepted */
     st->vocab_sum = 3000;
     st->vocab_max = 1200;
     st->covered = 9;
@@ -398,6 +399,9 @@ static void check_microspec(json_t *ms, int64_t new_tokens) {
     CHECK(json_is_object(ms), "no microspec object");
     if (!json_is_object(ms)) return;
     CHECK(near(json_number_value(json_object_get(ms, "mean_accepted_length")), 2.5), "mean accepted length");
+    CHECK(json_integer_value(json_object_get(ms, "accepted")) == 6 &&
+              json_integer_value(json_object_get(ms, "accepted_ngram")) == 2,
+          "accepted draft tokens 6, the n-gram source's 2");
     json_t *acc = json_object_get(ms, "acceptance_by_depth");
     CHECK(json_array_size(acc) == 3 && near(json_number_value(json_array_get(acc, 0)), 1.0) &&
               near(json_number_value(json_array_get(acc, 1)), 2.0 / 3) &&
@@ -590,6 +594,14 @@ static void test_shapes(int port) {
     const char *t = r.body ? strstr(r.body, "\nmicrospec_tokens_generated_total ") : NULL;
     if (t) sscanf(t, "\nmicrospec_tokens_generated_total %lld", &tokens);
     CHECK(tokens == (1 + N_WORDS) * 4 + 3 + 5 + 2, "tokens generated %lld", tokens);
+    /* every run accepted 6 draft tokens, 2 of them the n-gram source's */
+    long long ng = -1, mo = -1;
+    const char *a = r.body ? strstr(r.body, "\nmicrospec_accepted_tokens_total{source=\"ngram\"} ") : NULL;
+    if (a)
+        sscanf(a, "\nmicrospec_accepted_tokens_total{source=\"ngram\"} %lld\n"
+                  "microspec_accepted_tokens_total{source=\"model\"} %lld",
+               &ng, &mo);
+    CHECK(ng > 0 && mo == 2 * ng, "accepted tokens by source: n-gram %lld, model %lld", ng, mo);
     resp_free(&r);
 }
 
