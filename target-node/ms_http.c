@@ -516,7 +516,7 @@ typedef struct {
     hist ttft, itl, duration;
     int64_t tokens, prompt_tokens, rounds, spec_rounds, vocab_sum, vocab_max, max_depth;
     int64_t accepted_ge[MS_TREE_MAX + 1];
-    int64_t accepted, accepted_ngram; /* accepted draft tokens; of them the n-gram source's */
+    int64_t accepted_ngram; /* accepted draft tokens the n-gram source proposed (of Σ_d accepted_ge[d]) */
     double mal_sum;
     uint64_t mal_count;
     double prefill_s, draft_s, vocab_s, verify_s, accept_s, total_s;
@@ -857,7 +857,6 @@ static void add_totals(totals *t, const ms_gen_stats *s) {
     int64_t md = s->max_depth < 0 ? 0 : s->max_depth > MS_TREE_MAX ? MS_TREE_MAX : s->max_depth;
     for (int64_t d = 1; d <= md; d++) t->accepted_ge[d] += s->accepted_ge[d];
     if (md > t->max_depth) t->max_depth = md;
-    t->accepted += ms_gen_stats_accepted(s);
     t->accepted_ngram += s->accepted_ngram;
     t->vocab_sum += s->vocab_sum;
     if (s->vocab_max > t->vocab_max) t->vocab_max = s->vocab_max;
@@ -1268,7 +1267,9 @@ static enum MHD_Result reply_metrics(ms_http *h, struct MHD_Connection *c) {
            "Accepted draft tokens by source: the n-gram source's (the model may have proposed them too), "
            "the model's alone.");
     fprintf(f, "microspec_accepted_tokens_total{source=\"ngram\"} %lld\n", (long long)t.accepted_ngram);
-    fprintf(f, "microspec_accepted_tokens_total{source=\"model\"} %lld\n", (long long)(t.accepted - t.accepted_ngram));
+    int64_t accepted = 0;
+    for (int64_t d = 1; d <= t.max_depth; d++) accepted += t.accepted_ge[d];
+    fprintf(f, "microspec_accepted_tokens_total{source=\"model\"} %lld\n", (long long)(accepted - t.accepted_ngram));
     metric(f, "microspec_acceptance_rate", "gauge", "Share of spec rounds accepted to depth d (all requests).");
     for (int64_t d = 1; d <= t.max_depth; d++)
         fprintf(f, "microspec_acceptance_rate{depth=\"%lld\"} %.6f\n", (long long)d,

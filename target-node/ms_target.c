@@ -187,18 +187,16 @@ int64_t ms_tgt_verify_tree(const ms_tree *tree, const float *logits, int64_t V, 
 
 /* ---- statistics --------------------------------------------------------- */
 
-double ms_gen_stats_mean_accepted(const ms_gen_stats *s) {
-    /* Σ over rounds of emitted tokens (accepted drafts + bonus) / rounds. */
-    if (s->rounds == 0) return 1.0;
-    double tokens = (double)s->rounds;
-    for (int64_t d = 1; d <= s->max_depth; d++) tokens += (double)s->accepted_ge[d];
-    return tokens / (double)s->rounds;
-}
-
 int64_t ms_gen_stats_accepted(const ms_gen_stats *s) {
     int64_t a = 0;
     for (int64_t d = 1; d <= s->max_depth; d++) a += s->accepted_ge[d];
     return a;
+}
+
+double ms_gen_stats_mean_accepted(const ms_gen_stats *s) {
+    /* Σ over rounds of emitted tokens (accepted drafts + bonus) / rounds. */
+    if (s->rounds == 0) return 1.0;
+    return (double)(s->rounds + ms_gen_stats_accepted(s)) / (double)s->rounds;
 }
 
 double ms_gen_stats_accept_rate(const ms_gen_stats *s, int64_t d) {
