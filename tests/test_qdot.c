@@ -78,9 +78,9 @@ static ms_isa path_level(const char *path) {
     static const struct {
         const char *name;
         ms_isa isa;
-    } k_paths[] = {{"scalar", MS_ISA_SCALAR}, {"avx2", MS_ISA_AVX2},         {"avx512vnni", MS_ISA_AVX512},
-                   {"avx512vnni+amx", MS_ISA_AMX}, {"neon", MS_ISA_NEON}, {"neon-dotprod", MS_ISA_DOTPROD},
-                   {"neon-i8mm", MS_ISA_I8MM}};
+    } k_paths[] = {{"scalar", MS_ISA_SCALAR},       {"avx2", MS_ISA_AVX2},   {"avx2-vnni", MS_ISA_AVXVNNI},
+                   {"avx512vnni", MS_ISA_AVX512},   {"avx512vnni+amx", MS_ISA_AMX}, {"neon", MS_ISA_NEON},
+                   {"neon-dotprod", MS_ISA_DOTPROD}, {"neon-i8mm", MS_ISA_I8MM}};
     for (size_t i = 0; i < sizeof k_paths / sizeof k_paths[0]; i++)
         if (!strcmp(path, k_paths[i].name)) return k_paths[i].isa;
     return MS_ISA_COUNT;

@@ -16,7 +16,8 @@
 #define ISA_ARM 1
 #endif
 
-static const char *const k_names[MS_ISA_COUNT] = {"scalar", "avx2", "avx512", "amx", "neon", "dotprod", "i8mm"};
+static const char *const k_names[MS_ISA_COUNT] = {"scalar", "avx2", "avxvnni", "avx512",
+                                                      "amx",    "neon", "dotprod", "i8mm"};
 
 const char *ms_isa_name(ms_isa isa) { return isa >= 0 && isa < MS_ISA_COUNT ? k_names[isa] : "?"; }
 
@@ -31,9 +32,15 @@ bool ms_isa_parse(const char *name, ms_isa *out) {
 
 static bool is_arm(ms_isa isa) { return isa >= MS_ISA_NEON && isa <= MS_ISA_I8MM; }
 
+static bool g_avxvnni; /* the CPU has AVX-VNNI (set by detect, read after ms_isa_cpu) */
+
 bool ms_isa_includes(ms_isa have, ms_isa isa) {
     if (isa == MS_ISA_SCALAR) return true;
     if (have == MS_ISA_SCALAR || is_arm(have) != is_arm(isa)) return false;
+    if (isa == MS_ISA_AVXVNNI && have > MS_ISA_AVXVNNI) { /* a feature of its own, not implied by AVX-512 */
+        (void)ms_isa_cpu();
+        return __atomic_load_n(&g_avxvnni, __ATOMIC_ACQUIRE);
+    }
     return isa <= have;
 }
 
@@ -45,8 +52,13 @@ static ms_isa detect(void) {
         unsigned a = 0, b = 0, c = 0, d = 0;
         /* F16C: cpuid 1, ecx bit 29 (not among __builtin_cpu_supports' names in gcc 12) */
         if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29))) l = MS_ISA_AVX2;
+        /* AVX-VNNI: cpuid 7.1, eax bit 4 */
+        if (l == MS_ISA_AVX2 && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4))) {
+            __atomic_store_n(&g_avxvnni, true, __ATOMIC_RELEASE);
+            l = MS_ISA_AVXVNNI;
+        }
     }
-    if (l == MS_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    if (l >= MS_ISA_AVX2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vnni"))
         l = MS_ISA_AVX512;
@@ -85,8 +97,8 @@ ms_isa ms_isa_active(void) {
     if (env && *env) {
         ms_isa cap;
         if (!ms_isa_parse(env, &cap))
-            MS_LOG_WARN("MS_ISA=%s: not a level (scalar, avx2, avx512, amx, neon, dotprod, i8mm); using %s", env,
-                        ms_isa_name(cpu));
+            MS_LOG_WARN("MS_ISA=%s: not a level (scalar, avx2, avxvnni, avx512, amx, neon, dotprod, i8mm); using %s",
+                        env, ms_isa_name(cpu));
         else if (!ms_isa_includes(cpu, cap))
             MS_LOG_WARN("MS_ISA=%s: this CPU's level is %s, which does not include it; using %s", env,
                         ms_isa_name(cpu), ms_isa_name(cpu));

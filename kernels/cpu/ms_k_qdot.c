@@ -5,7 +5,8 @@
  * The kernels come from a table (ms_k_qdot_int.h: qd_kernels), one row per
  * dtype: the scalar twins (ms_k_qdot_ref.c) first, then each instruction
  * set the active level includes (ms_isa.h) fills in what it does faster,
- * lowest first — AVX2 (x86/ms_k_qdot_avx2.c), AVX-512 VNNI and AMX
+ * lowest first — AVX2 (x86/ms_k_qdot_avx2.c; again with AVX-VNNI's
+ * vpdpbusd: x86/ms_k_qdot_avxvnni.c), AVX-512 VNNI and AMX
  * (x86/ms_k_qdot_avx512.c), NEON (arm/ms_k_qdot_neon.c). Every entry
  * computes the twin's bits, so the choice changes only the speed.
  */
@@ -25,6 +26,7 @@ static void build(qd_kernels *k, ms_isa isa) {
     k->quant_super = ms_qd_ref_quant_super;
     for (int t = 0; t < MS_DTYPE_COUNT; t++) k->t[t].range = ms_qd_ref_range;
     if (ms_isa_includes(isa, MS_ISA_AVX2)) ms_qd_fill_avx2(k);
+    if (ms_isa_includes(isa, MS_ISA_AVXVNNI)) ms_qd_fill_avxvnni(k);
     if (ms_isa_includes(isa, MS_ISA_AVX512)) ms_qd_fill_avx512(k);
     if (ms_isa_includes(isa, MS_ISA_AMX)) ms_qd_fill_amx(k);
     if (ms_isa_includes(isa, MS_ISA_NEON)) ms_qd_fill_neon(k, isa);

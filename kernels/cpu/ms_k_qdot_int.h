@@ -293,6 +293,7 @@ void ms_qd_ref_check(ms_dtype dt);
 
 /* Each instruction set's rows (a file each; a no-op where not compiled). */
 void ms_qd_fill_avx2(qd_kernels *k);
+void ms_qd_fill_avxvnni(qd_kernels *k);
 void ms_qd_fill_avx512(qd_kernels *k);
 void ms_qd_fill_amx(qd_kernels *k);
 void ms_qd_fill_neon(qd_kernels *k, ms_isa level);

@@ -75,7 +75,8 @@
  *
  * Instruction sets (one file each under kernels/cpu/, chosen once through
  * the table in ms_k_qdot.c, capped by MS_ISA: ms_isa.h): AVX2 (+FMA, F16C),
- * AVX-512 VNNI, AMX; ARM NEON, dotprod, i8mm. Each gives the twin's bits.
+ * the same with AVX-VNNI, AVX-512 VNNI, AMX; ARM NEON, dotprod, i8mm. Each
+ * gives the twin's bits.
  *
  * Accuracy: versus the f32 ms_q_linear the difference is the activation
  * rounding, |Δy| ≤ Σ_b (d_b/2)·Σ_{e∈b}|W_e| (plus f32 rounding); about 0.5 %
@@ -195,7 +196,7 @@ void ms_qdot_pack_free(ms_qweight *w);
 size_t ms_qdot_pack_bytes(const ms_qweight *w);
 
 /* The path ms_qdot_linear takes for dtype at the active instruction-set
- * level (ms_isa.h): "avx512vnni+amx", "avx512vnni", "avx2", "neon",
+ * level (ms_isa.h): "avx512vnni+amx", "avx512vnni", "avx2-vnni", "avx2", "neon",
  * "neon-dotprod", "neon-i8mm" or "scalar" (the twin, threaded), for tests
  * and reports (the level itself: ms_isa_name(ms_isa_active())). */
 const char *ms_qdot_path(ms_dtype dtype);

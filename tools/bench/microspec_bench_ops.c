@@ -68,7 +68,8 @@ static void usage(FILE *f) {
             "  --llama-bench DIR  also run DIR/llama-bench on the same file and threads, alternating\n"
             "  --llama-repack R   llama-bench's --repack for both its runs (default 1, its own default)\n"
             "The kernels' instruction set is the CPU's best unless MS_ISA caps it (MS_ISA=avx2 times the\n"
-            "AVX2 path on an AVX-512 CPU; build llama.cpp with tools/build-llamacpp.sh --isa avx2 to match).\n"
+            "AVX2 path on an AVX-512 CPU, MS_ISA=avxvnni the same with AVX-VNNI; build llama.cpp with\n"
+            "tools/build-llamacpp.sh --isa avx2 or --isa avxvnni to match).\n"
             "  -h, --help         this text\n",
             CTX, MAX_MODELS);
 }
@@ -184,6 +185,29 @@ __attribute__((target("avx2"))) static uint64_t peak_avx2(int64_t iters) {
 }
 #undef PK_SUM8
 
+/* The same 2 x 256 products with AVX-VNNI, the avx2-vnni Q4_K tile kernel's mix: per x row two
+ * chains of 4 vpdpbusd, each added into the row's sum by one vpdpwssd by the scale. */
+#define PK_DOT4(W, X)                                                                                              \
+    _mm256_dpbusd_avx_epi32(                                                                                       \
+        _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), W[0], X),  \
+                                                        W[1], X),                                                  \
+                                W[2], X),                                                                          \
+        W[3], X)
+__attribute__((target("avx2,avxvnni"))) static uint64_t peak_avxvnni(int64_t iters) {
+    __m256i x0 = _mm256_set1_epi8(3), x1 = _mm256_set1_epi8(2);
+    const __m256i s = _mm256_set1_epi32(5);
+    const __m256i w[8] = {_mm256_set1_epi8(1), _mm256_set1_epi8(2), _mm256_set1_epi8(3), _mm256_set1_epi8(4),
+                          _mm256_set1_epi8(5), _mm256_set1_epi8(6), _mm256_set1_epi8(7), _mm256_set1_epi8(8)};
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    for (int64_t i = 0; i < iters; i++) {
+        __asm__ volatile("" : "+x"(x0), "+x"(x1));
+        a0 = _mm256_dpwssd_avx_epi32(_mm256_dpwssd_avx_epi32(a0, PK_DOT4(w, x0), s), PK_DOT4((w + 4), x0), s);
+        a1 = _mm256_dpwssd_avx_epi32(_mm256_dpwssd_avx_epi32(a1, PK_DOT4(w, x1), s), PK_DOT4((w + 4), x1), s);
+    }
+    return (uint64_t)(uint32_t)_mm256_extract_epi32(_mm256_add_epi32(a0, a1), 0);
+}
+#undef PK_DOT4
+
 /* 6 x 64 products an iteration. */
 __attribute__((target("avx512f,avx512vnni"))) static uint64_t peak_vnni(int64_t iters) {
     __m512i x = _mm512_set1_epi8(3);
@@ -216,6 +240,8 @@ typedef struct {
 static peak_loop peak_loop_for(ms_isa isa) {
 #if BO_X86
     if (isa == MS_ISA_AVX2) return (peak_loop){"8 vpmaddubsw + 1 vpmaddwd a 256, the Q4_K tile mix", 2 * 256, peak_avx2};
+    if (isa == MS_ISA_AVXVNNI)
+        return (peak_loop){"8 vpdpbusd + 2 vpdpwssd a 256, the Q4_K tile mix", 2 * 256, peak_avxvnni};
     if (isa == MS_ISA_AVX512 || isa == MS_ISA_AMX) return (peak_loop){"vpdpbusd", 6 * 64, peak_vnni};
 #endif
     (void)isa;

@@ -27,13 +27,31 @@
  *     rounding add and clamp per element, so the same bytes).
  * F32, F16 and BF16 keep the twin (a block's f32 sum runs in element
  * order; no real model's matmuls read them).
+ *
+ * With Q2_VNNI = 1 (ms_k_qdot_avxvnni.c compiles this file again so) the
+ * products use AVX-VNNI's 256-bit vpdpbusd (unsigned byte × signed byte,
+ * quads summed into int32 lanes) and vpdpwssd (int16 pairs × int16 into
+ * int32) where the CPU has them: one operation where vpmaddubsw, the int16
+ * adds and vpmaddwd took two to three; the sums are the same integers
+ * (bounds at each), so the bits are the same.
  */
 #include "ms_k_qdot_int.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
+#ifndef Q2_VNNI
+#define Q2_VNNI 0
+#endif
+#if Q2_VNNI
+#define Q2 __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define Q2_FILL ms_qd_fill_avxvnni
+#define Q2_PATH "avx2-vnni"
+#else
 #define Q2 __attribute__((target("avx2,fma,f16c")))
+#define Q2_FILL ms_qd_fill_avx2
+#define Q2_PATH "avx2"
+#endif
 #define Q2_INLINE static inline __attribute__((always_inline)) Q2
 
 /* ---- the activation quantizer -------------------------------------------------- */
@@ -96,6 +114,15 @@ Q2_INLINE __m256i q2_lanes(int n) {
 
 /* x's 4-byte quad at p in every 32-bit lane. */
 Q2_INLINE __m256i q2_quad(const int8_t *p) { return _mm256_set1_epi32((int)ld_u32((const uint8_t *)p)); }
+
+#if Q2_VNNI
+/* Σ_{q<4} W[q]·(x's quad q at xq) per 32-bit lane (vpdpbusd: u8 W, s8 x), exact in int32. */
+Q2_INLINE __m256i q2_dot4(const __m256i *W, const int8_t *xq) {
+    __m256i s = _mm256_setzero_si256();
+    for (int q = 0; q < 4; q++) s = _mm256_dpbusd_avx_epi32(s, W[q], q2_quad(xq + 4 * q));
+    return s;
+}
+#endif
 
 /* lanes_reduce over 16 lanes held as lo (0-7) and hi (8-15): (l, l+8), then
  * (l, l+4), then (0+2) + (1+3). */
@@ -195,17 +222,28 @@ Q2_INLINE void kq4_super(const ms_q8_act *x, const uint8_t *u, int64_t S, int64_
             W[q] = _mm256_and_si256(sb % 2 ? _mm256_srli_epi16(v, 4) : v, m4);
         }
         const __m256i sc = q2_kq4_scale(u0, u1, u2, sb, 0), mn = q2_kq4_scale(u0, u1, u2, sb, 1);
+#if !Q2_VNNI
         const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)); /* sc in both 16-bit halves */
+#endif
         for (int t = 0; t < NT; t++) {
             const int8_t *xq = x->qk + (size_t)(i0 + t) * xs + (size_t)(QK_K * S + QK * sb);
+            const int64_t xb = (i0 + t) * g * GROUP + 8 * S + sb;
+#if Q2_VNNI
+            /* quads 0-3 and 4-7 apart, each |·| ≤ 16·15·127 = 30480 < 2^15: a lane's low 16 bits
+             * hold it exactly, so vpdpwssd by sc << e_s in the low half (≤ 63·32; 0 in the high)
+             * adds sc_s·sumi_s << e_s to I, the same integer */
+            const __m256i scs = _mm256_sll_epi32(sc, _mm_cvtsi32_si128(x->ek[xb]));
+            I[t] = _mm256_dpwssd_avx_epi32(_mm256_dpwssd_avx_epi32(I[t], q2_dot4(W, xq), scs), q2_dot4(W + 4, xq + 16),
+                                           scs);
+#else
             __m256i p[8];
             for (int q = 0; q < 8; q++) p[q] = _mm256_maddubs_epi16(W[q], q2_quad(xq + 4 * q));
             const __m256i s16 =
                 _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])),
                                  _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7])));
-            const int64_t xb = (i0 + t) * g * GROUP + 8 * S + sb;
             const __m256i scs = _mm256_sll_epi32(sc2, _mm_cvtsi32_si128(x->ek[xb]));
             I[t] = _mm256_add_epi32(I[t], _mm256_madd_epi16(s16, scs));
+#endif
             M[t] = _mm256_add_epi32(M[t], _mm256_mullo_epi32(mn, _mm256_set1_epi32(x->sk[xb])));
         }
     }
@@ -324,12 +362,20 @@ Q2_INLINE void kq6_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt,
                                           _mm256_load_si256((const __m256i *)(u + 64 * (32 + 8 * h + q))), c);
                     const int j = 4 * h + c, lane = (int)(8 * (S % 2)) + j;
                     const __m256i sc0 = q2_kq6_scale(sw, 2 * j), sc1 = q2_kq6_scale(sw, 2 * j + 1);
+#if !Q2_VNNI
                     const __m256i s0 = _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc0, 16));
                     const __m256i s1 = _mm256_or_si256(_mm256_and_si256(sc1, lo16), _mm256_slli_epi32(sc1, 16));
+#endif
                     const __m256i sp = _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc1, 16));
                     for (int t = 0; t < NT; t++) {
                         const int64_t b = 8 * S + j, xb = (i0 + t) * g * GROUP + b;
                         const int8_t *xq = x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
+#if Q2_VNNI
+                        /* each half's Σ q·x by vpdpbusd (|·| ≤ 16·63·127 = 128016), times its
+                         * scale by vpmulld: sc₀·lo + sc₁·hi, the same integer */
+                        __m256i si = _mm256_add_epi32(_mm256_mullo_epi32(q2_dot4(W, xq), sc0),
+                                                      _mm256_mullo_epi32(q2_dot4(W + 4, xq + 16), sc1));
+#else
                         const __m256i la = _mm256_add_epi16(_mm256_maddubs_epi16(W[0], q2_quad(xq)),
                                                             _mm256_maddubs_epi16(W[1], q2_quad(xq + 4)));
                         const __m256i lb = _mm256_add_epi16(_mm256_maddubs_epi16(W[2], q2_quad(xq + 8)),
@@ -341,6 +387,7 @@ Q2_INLINE void kq6_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt,
                         __m256i si = _mm256_add_epi32(
                             _mm256_add_epi32(_mm256_madd_epi16(la, s0), _mm256_madd_epi16(lb, s0)),
                             _mm256_add_epi32(_mm256_madd_epi16(ha, s1), _mm256_madd_epi16(hb, s1)));
+#endif
                         /* −32·(sc₀·Σ_{e<16} x + sc₁·Σ_{e≥16} x) */
                         const __m256i off = _mm256_madd_epi16(sp, _mm256_set1_epi32(x->h6p[xb]));
                         si = _mm256_add_epi32(si, _mm256_slli_epi32(off, 5));
@@ -448,7 +495,9 @@ Q2_INLINE void q2_rows_tile(const qd_job *J, const uint8_t *wr, float bias, int6
     const int64_t g = ms_q8_groups(x->k), nb = x->k / QK;
     const size_t gb = DT == MS_DTYPE_Q5_K ? 2 * 176 : (size_t)GROUP * (size_t)q2_block_bytes(DT);
     const bool with_min = DT == MS_DTYPE_Q4_1 || DT == MS_DTYPE_Q5_1 || DT == MS_DTYPE_Q5_K;
+#if !Q2_VNNI
     const __m256i ones = _mm256_set1_epi16(1);
+#endif
     __m256 acc[TILE][2];
     for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     _Alignas(32) uint8_t wq[GROUP][32]; /* the group's blocks unpacked (Q8_0: read in place) */
@@ -485,14 +534,18 @@ Q2_INLINE void q2_rows_tile(const qd_job *J, const uint8_t *wr, float bias, int6
                         continue;
                     }
                     const __m256i X = _mm256_load_si256((const __m256i *)(xq + QK * b));
-                    __m256i p;
+                    __m256i wu, xs8;
                     if (DT == MS_DTYPE_Q8_0) {
                         const __m256i w = _mm256_loadu_si256((const __m256i *)(base + (size_t)b * 34 + 2));
-                        p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(X, w));
+                        wu = _mm256_abs_epi8(w), xs8 = _mm256_sign_epi8(X, w);
                     } else {
-                        p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)wq[b]), X);
+                        wu = _mm256_load_si256((const __m256i *)wq[b]), xs8 = X;
                     }
-                    v[c] = _mm256_madd_epi16(p, ones);
+#if Q2_VNNI
+                    v[c] = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), wu, xs8);
+#else
+                    v[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(wu, xs8), ones);
+#endif
                 }
                 __m256i sumi = q2_hsum8(v);
                 const int64_t xi = xr * GROUP + 8 * h;
@@ -551,7 +604,10 @@ Q2_INLINE void kqp_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt,
     const size_t xs = (size_t)g * GROUP_Q;
     const int nh = mt > 8 ? 2 : 1, words = pack_words(DT), bw = pair_block_words(DT);
     const int32_t off = five ? 16 : 8;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+#if !Q2_VNNI
+    const __m256i ones = _mm256_set1_epi16(1);
+#endif
     __m256 acc[2][KQ2_NT6][GROUP];
     for (int hh = 0; hh < nh; hh++)
         for (int t = 0; t < NT; t++)
@@ -578,12 +634,16 @@ Q2_INLINE void kqp_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt,
                 }
                 for (int t = 0; t < NT; t++) {
                     const int8_t *xq = x->qp + (size_t)(i0 + t) * xs + (size_t)(QK * b);
+#if Q2_VNNI
+                    const __m256i sum = _mm256_add_epi32(q2_dot4(W, xq), q2_dot4(W + 4, xq + 16));
+#else
                     __m256i p[8];
                     for (int q = 0; q < 8; q++) p[q] = _mm256_maddubs_epi16(W[q], q2_quad(xq + 4 * q));
                     const __m256i s1 = _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
                     const __m256i s2 = _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7]));
                     const __m256i sum = five ? _mm256_add_epi32(_mm256_madd_epi16(s1, ones), _mm256_madd_epi16(s2, ones))
                                              : _mm256_madd_epi16(_mm256_add_epi16(s1, s2), ones);
+#endif
                     const int64_t xb = (i0 + t) * g * GROUP + b;
                     const __m256i sumi = _mm256_sub_epi32(sum, _mm256_set1_epi32(off * x->s[xb]));
                     const __m256 term =
@@ -607,7 +667,7 @@ Q2_INLINE void kq40_tile2(const qd_job *J, const uint8_t *pk, int64_t j0, int mt
 QD_TILE_RANGE(Q2, kq5_range2, kq5_tile2, KQ2_NT6)
 QD_TILE_RANGE(Q2, kq40_range2, kq40_tile2, KQ2_NT6)
 
-void ms_qd_fill_avx2(qd_kernels *k) {
+void Q2_FILL(qd_kernels *k) {
     k->quant_block = q2_quant_block;
     k->quant_super = q2_quant_super;
     k->t[MS_DTYPE_Q8_0].range = q2_range_q8_0;
@@ -622,9 +682,11 @@ void ms_qd_fill_avx2(qd_kernels *k) {
     k->t[MS_DTYPE_Q4_0].tile = kq40_range2;
     static const ms_dtype mine[] = {MS_DTYPE_Q8_0, MS_DTYPE_Q5_0, MS_DTYPE_Q4_0, MS_DTYPE_Q4_1,
                                     MS_DTYPE_Q5_1, MS_DTYPE_Q5_K, MS_DTYPE_Q6_K, MS_DTYPE_Q4_K};
-    for (int i = 0; i < 8; i++) k->t[mine[i]].path = "avx2";
+    for (int i = 0; i < 8; i++) k->t[mine[i]].path = Q2_PATH;
 }
 
+#elif Q2_VNNI
+void ms_qd_fill_avxvnni(qd_kernels *k) { (void)k; }
 #else
 void ms_qd_fill_avx2(qd_kernels *k) { (void)k; }
 #endif
