@@ -10,6 +10,9 @@
 #                                      the same, AVX2 + FMA + F16C only (no AVX-512,
 #                                      no AMX), in build-avx2/: the fair baseline
 #                                      for this engine's MS_ISA=avx2 on a bigger CPU
+#   tools/build-llamacpp.sh --isa avxvnni [--bin]
+#                                      the same plus AVX-VNNI (-DGGML_AVX_VNNI=ON), in
+#                                      build-avxvnni/: the baseline for MS_ISA=avxvnni
 #
 # Folder: $MS_LLAMACPP_DIR, default ${XDG_CACHE_HOME:-$HOME/.cache}/microspec/llama.cpp-0.3.36.
 # Targets: llama-server llama-bench llama-tokenize llama-speculative-simple
@@ -25,7 +28,7 @@ isa_flags=(-DGGML_NATIVE=ON)
 print_bin=false
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --bin) print_bin=true ;;
     --isa)
       case "${2:-}" in
@@ -34,7 +37,11 @@ while [ $# -gt 0 ]; do
           build=build-avx2
           isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
             -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF) ;;
-        *) echo "build-llamacpp: --isa takes native or avx2, not '${2:-}'" >&2; exit 2 ;;
+        avxvnni)
+          build=build-avxvnni
+          isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX_VNNI=ON -DGGML_FMA=ON -DGGML_F16C=ON
+            -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF) ;;
+        *) echo "build-llamacpp: --isa takes native, avx2 or avxvnni, not '${2:-}'" >&2; exit 2 ;;
       esac
       shift ;;
     *) echo "build-llamacpp: unknown option $1 (see --help)" >&2; exit 2 ;;

@@ -17,7 +17,7 @@
 # Last, on a GGUF target, llama.cpp's AR on the same file, prompt length, token
 # count and threads (llama-bench: prefill + decode), the baseline of the speed
 # line; built once by tools/build-llamacpp.sh (about 9 minutes on 2 cores; with
-# MS_ISA=avx2 its AVX2-only build). --no-llama skips it.
+# MS_ISA=avx2 or avxvnni its build for that level). --no-llama skips it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -149,7 +149,7 @@ PY
 # llama.cpp's AR on the same file: the baseline a user would otherwise run.
 [ "$llama" = true ] && [ "$tiny" = false ] && [[ "$tmodel" == *.gguf ]] || exit $same_rc
 isa=()
-[ "${MS_ISA:-}" = avx2 ] && isa=(--isa avx2)
+case "${MS_ISA:-}" in avx2 | avxvnni) isa=(--isa "$MS_ISA") ;; esac
 lb=$(bash tools/build-llamacpp.sh "${isa[@]}" --bin)
 if [ ! -x "$lb/llama-bench" ]; then
   echo "demo: building llama.cpp for the comparison (tools/build-llamacpp.sh ${isa[*]}: ~9 minutes once; --no-llama skips;" \
@@ -159,13 +159,31 @@ if [ ! -x "$lb/llama-bench" ]; then
 fi
 ptok=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$run/answer.json")
 echo "demo: llama.cpp's AR on the same file (llama-bench -p $ptok -n $max_tokens -t $tthreads)" >&2
-"$lb/llama-bench" -m "$tmodel" -p "$ptok" -n "$max_tokens" -t "$tthreads" -r 1 -o json >"$run/llama-bench.json" \
-  2>"$run/llama-bench.err" || { echo "demo: llama-bench failed (see $run/llama-bench.err); no comparison" >&2; exit $same_rc; }
-python3 - "$run/answer.json" "$run/llama-bench.json" "$max_tokens" <<'PY' || true
+lbench() { # OUT.json, then llama-bench's options
+  local out=$1
+  shift
+  # (a subshell of two commands, so that a crash is reported into the log, not on the terminal)
+  ("$lb/llama-bench" -m "$tmodel" -t "$tthreads" -r 1 -o json "$@" >"$out"; exit $?) 2>>"$run/llama-bench.err"
+}
+: >"$run/llama-bench.err"
+lrc=0
+lbench "$run/llama-bench.json" -p "$ptok" -n "$max_tokens" || lrc=$?
+jsons=("$run/llama-bench.json")
+if [ "$lrc" -ne 0 ]; then
+  # Its weight repacking (the default) crashes its prefill on some CPUs (SIGSEGV on the Intel Xeon with AMX of this
+  # project's VMs, where its decode with repacking runs): decode with its default, prefill without, said so.
+  echo "demo: llama-bench failed with weight repacking, its default (exit status $lrc; see $run/llama-bench.err);" \
+    "decode with it, prefill with --repack 0" >&2
+  jsons=("$run/llama-bench-tg.json" "$run/llama-bench-pp.json")
+  { lbench "${jsons[0]}" -p 0 -n "$max_tokens" || lbench "${jsons[0]}" -p 0 -n "$max_tokens" --repack 0; } &&
+    lbench "${jsons[1]}" -p "$ptok" -n 0 --repack 0 ||
+    { echo "demo: llama-bench failed (see $run/llama-bench.err); no comparison" >&2; exit $same_rc; }
+fi
+python3 - "$run/answer.json" "$max_tokens" "$lrc" "${jsons[@]}" <<'PY' || true
 import json, sys
 r = json.load(open(sys.argv[1]))
-runs = {(t["n_prompt"], t["n_gen"]): t["avg_ts"] for t in json.load(open(sys.argv[2]))}
-n = int(sys.argv[3])
+runs = {(t["n_prompt"], t["n_gen"]): t["avg_ts"] for f in sys.argv[4:] for t in json.load(open(f))}
+n = int(sys.argv[2])
 pp = [v for (p, g), v in runs.items() if p > 0 and g == 0]
 tg = [v for (p, g), v in runs.items() if p == 0 and g > 0]
 if not pp or not tg:
@@ -173,7 +191,8 @@ if not pp or not tg:
 ptok = r["usage"]["prompt_tokens"]
 llama = n / (ptok / pp[0] + n / tg[0])  # end to end, as the two lines above
 spec = r["microspec"]["tokens_per_s"]
-print(f"llama.cpp AR (same file and threads): {llama:.1f} tokens/s with prefill (prefill {pp[0]:.0f}, "
+how = "; prefill with --repack 0, its default crashed here" if sys.argv[3] != "0" else ""
+print(f"llama.cpp AR (same file and threads{how}): {llama:.1f} tokens/s with prefill (prefill {pp[0]:.0f}, "
       f"decode {tg[0]:.1f} tokens/s); speculative pair vs llama.cpp: {spec / llama:.2f}x", file=sys.stderr)
 PY
 exit $same_rc
