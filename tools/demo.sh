@@ -169,17 +169,20 @@ lbench() { # OUT.json, then llama-bench's options
 lrc=0
 lbench "$run/llama-bench.json" -p "$ptok" -n "$max_tokens" || lrc=$?
 jsons=("$run/llama-bench.json")
+how="" # what ran without llama.cpp's default repacking, for the speed line
 if [ "$lrc" -ne 0 ]; then
   # Its weight repacking (the default) crashes its prefill on some CPUs (SIGSEGV on the Intel Xeon with AMX of this
   # project's VMs, where its decode with repacking runs): decode with its default, prefill without, said so.
   echo "demo: llama-bench failed with weight repacking, its default (exit status $lrc; see $run/llama-bench.err);" \
     "decode with it, prefill with --repack 0" >&2
   jsons=("$run/llama-bench-tg.json" "$run/llama-bench-pp.json")
-  { lbench "${jsons[0]}" -p 0 -n "$max_tokens" || lbench "${jsons[0]}" -p 0 -n "$max_tokens" --repack 0; } &&
+  how="prefill"
+  { lbench "${jsons[0]}" -p 0 -n "$max_tokens" || { how="decode and prefill" &&
+    lbench "${jsons[0]}" -p 0 -n "$max_tokens" --repack 0; }; } &&
     lbench "${jsons[1]}" -p "$ptok" -n 0 --repack 0 ||
     { echo "demo: llama-bench failed (see $run/llama-bench.err); no comparison" >&2; exit $same_rc; }
 fi
-python3 - "$run/answer.json" "$max_tokens" "$lrc" "${jsons[@]}" <<'PY' || true
+python3 - "$run/answer.json" "$max_tokens" "$how" "${jsons[@]}" <<'PY' || true
 import json, sys
 r = json.load(open(sys.argv[1]))
 runs = {(t["n_prompt"], t["n_gen"]): t["avg_ts"] for f in sys.argv[4:] for t in json.load(open(f))}
@@ -191,7 +194,7 @@ if not pp or not tg:
 ptok = r["usage"]["prompt_tokens"]
 llama = n / (ptok / pp[0] + n / tg[0])  # end to end, as the two lines above
 spec = r["microspec"]["tokens_per_s"]
-how = "; prefill with --repack 0, its default crashed here" if sys.argv[3] != "0" else ""
+how = f"; {sys.argv[3]} with --repack 0, its default crashed here" if sys.argv[3] else ""
 print(f"llama.cpp AR (same file and threads{how}): {llama:.1f} tokens/s with prefill (prefill {pp[0]:.0f}, "
       f"decode {tg[0]:.1f} tokens/s); speculative pair vs llama.cpp: {spec / llama:.2f}x", file=sys.stderr)
 PY
