@@ -21,20 +21,23 @@ if(NOT MS_SANITIZE)
 endif()
 
 # Greedy text against llama.cpp's on the same files (tests/golden/gguf/greedy_*.json):
-# all 10 prompts on the small models; the 1.5B keeps to 4 in the suite (the
-# script runs all 10 when called without the count).
+# the default 8-bit path on all 10 prompts of each model; the exact path
+# (--f32-matmul) on Gemma 3's 10 and the 1.5B's first 4 (the script runs all
+# 10 when called without the count).
 if(NOT MS_SANITIZE)
-  foreach(spec "gemma3-270m;10" "qwen2.5-coder-0.5b;10" "qwen2.5-coder-1.5b;4")
+  foreach(spec "gemma3-270m;10;q8" "qwen2.5-coder-0.5b;10;q8" "qwen2.5-coder-1.5b;10;q8" "gemma3-270m;10;f32"
+               "qwen2.5-coder-1.5b;4;f32")
     list(GET spec 0 model)
     list(GET spec 1 count)
-    add_test(NAME test_gguf_greedy_${model}
-             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf_greedy.sh ${CMAKE_BINARY_DIR} ${model} ${count})
-    set_tests_properties(test_gguf_greedy_${model} PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 1200)
+    list(GET spec 2 path)
+    set(name test_gguf_greedy_${model})
+    if(path STREQUAL "f32")
+      set(name ${name}_f32)
+    endif()
+    add_test(NAME ${name}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf_greedy.sh ${CMAKE_BINARY_DIR} ${model} ${count} ${path})
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 1200)
   endforeach()
-  # the 8-bit path, which the real pair's target runs (cluster/configs/qwen-coder-pair.cfg): all 10 prompts
-  add_test(NAME test_gguf_greedy_qwen2.5-coder-1.5b_q8
-           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gguf_greedy.sh ${CMAKE_BINARY_DIR} qwen2.5-coder-1.5b 10 q8)
-  set_tests_properties(test_gguf_greedy_qwen2.5-coder-1.5b_q8 PROPERTIES SKIP_RETURN_CODE 77 LABELS models TIMEOUT 1200)
 endif()
 
 # Speculative == autoregressive on the real models, every vocabulary mode.

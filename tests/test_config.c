@@ -73,7 +73,7 @@ static void test_defaults(void) {
     ms_cfg_defaults(&d);
     CHECK(!strcmp(d.target.model, "") && d.target.max_ctx == 4096 && d.target.threads == 0, "target");
     CHECK(!strcmp(d.target.device, "cpu"), "target.device %s", d.target.device);
-    CHECK(!d.target.q8_matmul, "target.q8_matmul defaults to the exact path");
+    CHECK(d.target.q8_matmul, "target.q8_matmul defaults to the 8-bit path");
     CHECK(d.draft.enabled && !strcmp(d.draft.kind, "layerskip") && !strcmp(d.draft.model, ""), "draft");
     CHECK(d.draft.layers == 1 && d.draft.max_ctx == 0 && d.draft.threads == 0 && !strcmp(d.draft.device, "cpu"),
           "draft numbers");
@@ -399,7 +399,7 @@ static void test_paths(void) {
 
 /* Every key differs from its default (checked in test_dump_roundtrip). */
 static const char *const g_full =
-    "target = { model = \"/models/my \\\"target\\\" \\\\ é\"; max_ctx = 2048; threads = 3; device = \"cuda:2\"; q8_matmul = true; };\n"
+    "target = { model = \"/models/my \\\"target\\\" \\\\ é\"; max_ctx = 2048; threads = 3; device = \"cuda:2\"; q8_matmul = false; };\n"
     "draft = { enabled = false; kind = \"eagle\"; model = \"rel/eagle\"; layers = 2; max_ctx = 1000; threads = 2;\n"
     "          device = \"cuda:3\"; p_min = 0.35; adaptive = true; policy = \"all\"; };\n"
     "vocab = { mode = \"static\"; w_max = 99; k_pre = 0; k_ver = 5; list = \"lists/k.txt\"; stream = \"context\";\n"

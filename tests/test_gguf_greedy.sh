@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Greedy generation on a real GGUF model follows llama.cpp's.
 #
-#   test_gguf_greedy.sh BUILD_DIR MODEL_NAME [N_PROMPTS] [f32|q8]
+#   test_gguf_greedy.sh BUILD_DIR MODEL_NAME [N_PROMPTS] [q8|f32]
 #
 # microspec-generate --model FILE.gguf (raw prompts, the file's BOS rule, 32 new
 # tokens, greedy) on the prompts of tests/golden/gguf/greedy_<model>.json,
@@ -12,14 +12,13 @@
 # near-tie (< 0.35 on Gemma 3, < 0.25 on Qwen), on at least 9 of 10 prompts.
 # N_PROMPTS < 10 runs the first N only and then requires all but one to pass
 # (CI keeps the 1.5B to a few prompts; the full run is the same script).
-# f32 (default): the engine's default exact matmuls; q8: --q8-matmul, the path
-# the cluster configs run, held to the same rule (tests/gguf_model.cmake runs it
-# on all 10 prompts of the 1.5B).
+# q8 (default): the engine's default 8-bit path (--q8-matmul, as the cluster
+# configs run it); f32: --f32-matmul, the exact matmuls; both held to the same
+# rule (tests/gguf_model.cmake says which models and prompts CI runs).
 # Exit 77 when the model cannot be installed.
 set -euo pipefail
-build=$1 model=$2 n=${3:-10} path=${4:-f32}
-mm=()
-[ "$path" = q8 ] && mm=(--q8-matmul)
+build=$1 model=$2 n=${3:-10} path=${4:-q8}
+case $path in q8) mm=(--q8-matmul) ;; f32) mm=(--f32-matmul) ;; *) echo "FAIL: path '$path' is not q8 or f32"; exit 1 ;; esac
 src=$(cd "$(dirname "$0")/.." && pwd)
 golden="$src/tests/golden/gguf/greedy_$model.json"
 # Only install-models.sh's exit 3 (pip cannot reach the packages) is a skip;

@@ -120,8 +120,8 @@ cfgtool=("$build/tools/microspec-config" "$run/cluster.cfg")
 tmodel=$("${cfgtool[@]}" --get target.model)
 tthreads=$("${cfgtool[@]}" --get target.threads)
 tctx=$("${cfgtool[@]}" --get target.max_ctx)
-mm=() # the target's matmul path, as the cluster ran it
-[ "$("${cfgtool[@]}" --get target.q8_matmul)" = true ] && mm=(--q8-matmul)
+mm=(--q8-matmul) # the target's matmul path, as the cluster ran it
+[ "$("${cfgtool[@]}" --get target.q8_matmul)" = true ] || mm=(--f32-matmul)
 chat=(--chat) # the target renders a chat request with the model's template, or joins the turns without one
 [ "$tiny" = true ] && chat=()
 echo "demo: the same request autoregressively (target alone: microspec-generate, $tthreads threads)" >&2

@@ -40,9 +40,11 @@ static void usage(FILE *f) {
             "      --seed S           sampling seed (default 42)\n"
             "      --max-ctx N        KV cache rows (default min(max_position_embeddings, 4096))\n"
             "      --threads N        CPU threads (default: the number of cores)\n"
-            "      --q8-matmul        GGUF: activations quantized to 8-bit blocks and integer dot\n"
-            "                         products (several times faster; log-probs ~0.1 from the exact\n"
-            "                         default, f32 activations against the dequantized blocks)\n"
+            "      --f32-matmul       GGUF: the exact path, f32 activations against the dequantized\n"
+            "                         blocks (3-4x slower; by default activations are quantized to\n"
+            "                         8-bit blocks with integer dot products, as llama.cpp does:\n"
+            "                         log-probs ~0.1 from the exact path, greedy text may part at\n"
+            "                         near-ties); --q8-matmul names the default\n"
             "      --device D         cpu | cuda | cuda:N: where the target runs (default cpu)\n"
             "      --draft-device D   where an lm / layerskip draft runs (default: --device; eagle: cpu only)\n"
             "      --dtype T          CUDA activations and weights: bf16 | f16 (default bf16)\n"
@@ -380,7 +382,7 @@ enum {
     O_STEPS = 1000, O_TOPP, O_SEED, O_MAXCTX, O_THREADS, O_ECHO, O_NOBOS, O_IGNEOS, O_DRAFT, O_DKIND,
     O_DLAYERS, O_VOCAB, O_VLIST, O_WMAX, O_KPRE, O_KVER, O_TK, O_TDEPTH, O_TTOTAL, O_VSTREAM, O_LMHEAD, O_VART, O_SVK,
     O_BDECAY, O_BMIN, O_DSC, O_DSD, O_DSM, O_PMIN, O_ADAPT, O_CHAIN, O_JSONL, O_FIRST,
-    O_QUIET, O_STATSOUT, O_IDSOUT, O_Q8MM, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE, O_NGMIN, O_NGMAX, O_NGLEN, O_POLICY
+    O_QUIET, O_STATSOUT, O_IDSOUT, O_Q8MM, O_F32MM, O_TURNS, O_DEVICE, O_DDEVICE, O_DTYPE, O_NGMIN, O_NGMAX, O_NGLEN, O_POLICY
 };
 static const struct option opts[] = {
     {"model", required_argument, 0, 'm'},        {"prompt", required_argument, 0, 'p'},
@@ -400,7 +402,8 @@ static const struct option opts[] = {
     {"draft-p-min", required_argument, 0, O_PMIN}, {"draft-adaptive", no_argument, 0, O_ADAPT},
     {"first", required_argument, 0, O_FIRST},    {"quiet", no_argument, 0, O_QUIET},
     {"stats-out", required_argument, 0, O_STATSOUT}, {"ids-out", required_argument, 0, O_IDSOUT},
-    {"q8-matmul", no_argument, 0, O_Q8MM}, {"help", no_argument, 0, 'h'},
+    {"q8-matmul", no_argument, 0, O_Q8MM}, {"f32-matmul", no_argument, 0, O_F32MM},
+    {"help", no_argument, 0, 'h'},
     {"vocab-stream", required_argument, 0, O_VSTREAM}, {"lm-head", required_argument, 0, O_LMHEAD},
     {"turns", required_argument, 0, O_TURNS},
     {"vocab-artifact", required_argument, 0, O_VART}, {"specvocab-k", required_argument, 0, O_SVK},
@@ -435,6 +438,7 @@ static gen_args gen_args_default(void) {
     return (gen_args){.prompt = "",
                       .vocab_mode = "dynamic",
                       .max_tokens = 256,
+                      .q8_matmul = 1,
                       .steps = -1,
                       .seed = 42,
                       .top_p = 1.0,
@@ -528,6 +532,7 @@ static bool apply_plain_opt(int c, const char *v, gen_args *a) {
     case O_STATSOUT: a->stats_out = v; break;
     case O_IDSOUT: a->ids_out = v; break;
     case O_Q8MM: a->q8_matmul = 1; break;
+    case O_F32MM: a->q8_matmul = 0; break;
     default: return false;
     }
     return true;

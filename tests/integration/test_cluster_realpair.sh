@@ -36,9 +36,9 @@ it_netns_pair msr
 # The cluster's target renders a chat request through the GGUF's ChatML template
 # and runs the matmul path its config names (target.q8_matmul) on
 # target.threads = 2 with max_ctx = 2048: the reference does the same.
-mm=()
+mm=(--q8-matmul)
 [ "$("$MS_BUILD_DIR/tools/microspec-config" "$MS_SOURCE_DIR/cluster/configs/qwen-coder-pair.cfg" \
-     --get target.q8_matmul)" = true ] && mm=(--q8-matmul)
+     --get target.q8_matmul)" = true ] || mm=(--f32-matmul)
 printf 'Write a Python function that returns the n-th Fibonacci number.' >"$WORK/prompt.txt"
 it_log "reference: microspec-generate --chat ${mm[*]}, $n_tok tokens, greedy (1.5B alone)"
 t0=$SECONDS

@@ -66,7 +66,7 @@ PY
       "$lbin/llama-bench" -m "$file" -t "$t" -p 0 -n "$tokens" -r 1 -o jsonl 2>/dev/null |
         python3 -c 'import json,sys; [print(json.loads(l)["avg_ts"]) for l in sys.stdin if l.strip()]' >>"$tmp/l" || true
       for mode in f q; do
-        extra=()
+        extra=(--f32-matmul)
         [ $mode = q ] && extra=(--q8-matmul)
         "$gen" --model "$file" --prompt "$prompt" -n "$tokens" --ignore-eos --threads "$t" "${extra[@]}" \
           >/dev/null 2>"$tmp/err" || { tail -3 "$tmp/err" >&2; continue; }

@@ -80,7 +80,8 @@ say() { echo "bench_pair: $*" >&2; }
 
 # Configurations of this engine: NAME|flags. AR lines are named ar-*, and a
 # speculative line's greedy text is checked against the AR line of its path
-# (q8 lines against ar-q8, the others against ar-exact).
+# (--f32-matmul lines against ar-exact, the others, on the default 8-bit path,
+# against ar-q8).
 default_configs="ar-q8|--q8-matmul
 spec-q8-dyn-chain4|--q8-matmul --draft @D --draft-kind lm --vocab dynamic --w-max 3072 --chain --tree-depth 3
 spec-q8-dyn-chain5|--q8-matmul --draft @D --draft-kind lm --vocab dynamic --w-max 3072 --chain --tree-depth 4
@@ -157,8 +158,8 @@ for ((i = 0; i < n_prompts; i++)); do
     case $name in
       ar-*) ;;
       *)
-        ref=ar-exact
-        case $flags in *--q8-matmul*) ref=ar-q8 ;; esac
+        ref=ar-q8
+        case $flags in *--f32-matmul*) ref=ar-exact ;; esac
         if [ -f "$logs/p$i.$ref.txt" ] && ! cmp -s "$logs/p$i.$ref.txt" "$logs/p$i.$name.txt"; then
           say "  LOSSLESSNESS FAILURE: $name's text differs from $ref's on prompt $i"
           echo "$name p$i" >>"$logs/failures"

@@ -659,6 +659,7 @@ cluster_config() {
       --threads) threads=${a[++j]} ;;
       --draft) j=$((j + 1)); dmodel=$(cd "$(dirname "${a[j]}")" && pwd)/$(basename "${a[j]}"); draft=true ;;
       --q8-matmul) q8=true ;;
+      --f32-matmul) q8=false ;;
       --draft-p-min) pmin=${a[++j]}; draft=true ;;
       --draft-policy) policy=${a[++j]}; draft=true ;;
       *) die "cluster: flag '${a[$j]}' has no cluster config key" ;;
@@ -668,7 +669,7 @@ cluster_config() {
   local tthreads=$threads dthreads=$threads
   [ -z "${6:-}" ] || { tthreads=${6%%:*}; dthreads=${6#*:}; }
   {
-    echo "target = { model = \"$model_abs\"; max_ctx = $(py max-ctx "$model_abs"); device = \"$dev\";${tthreads:+ threads = $tthreads;}${q8:+ q8_matmul = true;} };"
+    echo "target = { model = \"$model_abs\"; max_ctx = $(py max-ctx "$model_abs"); device = \"$dev\";${tthreads:+ threads = $tthreads;}${q8:+ q8_matmul = $q8;} };"
     echo "draft = { enabled = $draft;${kind:+ kind = \"$kind\";}${dmodel:+ model = \"$dmodel\";}${layers:+ layers = $layers;}${pmin:+ p_min = $pmin;}${policy:+ policy = \"$policy\";} device = \"$dev\";${dthreads:+ threads = $dthreads;} };"
     echo "vocab = {${vocab:+ mode = \"$vocab\";}${wmax:+ w_max = $wmax;}${kpre:+ k_pre = $kpre;}${kver:+ k_ver = $kver;}${list:+ list = \"$list\";} };"
     echo "tree = {${tk:+ top_k = $tk;}${td:+ depth = $td;}${tt:+ total = $tt;} chain = $chain; };"
