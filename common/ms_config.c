@@ -66,8 +66,9 @@ static const cfg_key g_keys[] = {
     KEY_STR("target.device", K_DEVICE, target.device, "cpu", 0, "where the target runs: \"cpu\" or \"cuda:N\""),
     KEY_BOOL("target.q8_matmul", target.q8_matmul, 1,
              "GGUF on the CPU: activations quantized to 8 bits for integer dot products, as llama.cpp does "
-             "(3-4x faster; log-probs ~0.1 from the exact path, so greedy text may part from it at near-ties); "
-             "false: the exact f32 path. Output stays the target's own either way (the draft never changes it)"),
+             "(several times faster; log-probs ~0.1 from the exact path, so greedy text may part from it at "
+             "near-ties); false: the exact f32 path. Output stays the target's own either way (the draft never "
+             "changes it)"),
 
     KEY_BOOL("draft.enabled", draft.enabled, 1, "false: no draft node, the target decodes alone (autoregressive)"),
     KEY_ENUM("draft.kind", draft.kind, "layerskip", "layerskip|lm|eagle|layerskip+ngram|lm+ngram|eagle+ngram",
